@@ -1,0 +1,60 @@
+"""cudashim: run PyTorch programs written for CUDA, unchanged, on Ascend NPUs and plain CPUs.
+
+`import cudashim` imports no torch, no pynvml and no extension: everything heavy resolves lazily
+through the module __getattr__ below (a subprocess test proves it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .errors import (
+    CapabilityError,
+    ConfigError,
+    CudashimError,
+    EnvError,
+    KernelUnavailableError,
+    VisibilityError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PLATFORM",
+    "get_platform",
+    "activate",
+    "deactivate",
+    "original",
+    "require",
+    "CudashimError",
+    "CapabilityError",
+    "ConfigError",
+    "EnvError",
+    "KernelUnavailableError",
+    "VisibilityError",
+]
+
+# name -> (module, attribute, call it?)
+_LAZY: dict[str, tuple[str, str, bool]] = {
+    "PLATFORM": ("cudashim.platform", "get_platform", True),
+    "get_platform": ("cudashim.platform", "get_platform", False),
+    "activate": ("cudashim._bootstrap", "activate", False),
+    "deactivate": ("cudashim._bootstrap", "deactivate", False),
+    "original": ("cudashim.patches", "original", False),
+    "require": ("cudashim.capabilities", "require", False),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr, call = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'cudashim' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attr)
+    # PLATFORM is not cached here: get_platform() caches, and tests reset it through _state.reset()
+    return value() if call else value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,3 @@
+from cudashim.cli import main
+
+raise SystemExit(main())

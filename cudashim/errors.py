@@ -1,0 +1,36 @@
+"""The one error hierarchy. Every message names the thing, the platform and the fix."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CudashimError",
+    "CapabilityError",
+    "ConfigError",
+    "VisibilityError",
+    "EnvError",
+    "KernelUnavailableError",
+]
+
+
+class CudashimError(Exception):
+    """Base of every error the shim raises on purpose."""
+
+
+class ConfigError(CudashimError, ValueError):
+    """A config file or CUDASHIM_* value is malformed; the message names file, key and fix."""
+
+
+class VisibilityError(CudashimError, ValueError):
+    """CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES are malformed or contradict each other."""
+
+
+class EnvError(CudashimError, ValueError):
+    """An environment variable the shim reads holds a value it cannot use."""
+
+
+class CapabilityError(CudashimError, RuntimeError):
+    """The platform cannot do what the program asked for; raised early, never a silent wrong result."""
+
+
+class KernelUnavailableError(CudashimError, AttributeError):
+    """A kernel factory is missing from the active backend (AttributeError so hasattr() stays honest)."""
