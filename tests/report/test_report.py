@@ -1,0 +1,143 @@
+"""The migration report: off by default, counts and first user call sites, one file per rank."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from cudashim import _state, report
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _clean(monkeypatch: pytest.MonkeyPatch):
+    for name in ("CUDASHIM_REPORT", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    report._reset()
+    yield
+    report._reset()
+
+
+def _on(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    monkeypatch.setenv("CUDASHIM_REPORT", str(path))
+    report._reset()
+
+
+def test_off_by_default_records_and_writes_nothing(tmp_path: Path) -> None:
+    assert report.enabled() is False
+    report.record("torch.cuda.synchronize", "aliased")
+    assert report.entries() == {}
+    assert report.write() is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_wrap_counts_calls_and_keeps_the_first_user_call_site(monkeypatch, tmp_path) -> None:
+    _on(monkeypatch, tmp_path / "r.json")
+    f = report.wrap("torch.cuda.synchronize", "aliased", lambda x=1: x * 2)
+    first_line = inspect.currentframe().f_lineno + 1
+    assert f(3) == 6
+    for _ in range(4):
+        f()
+    e = report.entries()["torch.cuda.synchronize"]
+    assert e["calls"] == 5
+    assert e["treatment"] == "aliased"
+    assert e["first_call_site"] == f"{__file__}:{first_line}"
+
+
+def test_call_site_skips_torch_frames(monkeypatch, tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils._pytree import tree_map
+
+    _on(monkeypatch, tmp_path / "r.json")
+    f = report.wrap("torch.cuda.current_device", "aliased", lambda x: x)
+    line = inspect.currentframe().f_lineno + 1
+    tree_map(f, [1, 2])  # f is called from inside torch: the site is still this line
+    assert report.entries()["torch.cuda.current_device"]["first_call_site"] == f"{__file__}:{line}"
+    assert torch is not None
+
+
+def test_wrapped_class_keeps_isinstance_and_subclassing(monkeypatch, tmp_path) -> None:
+    _on(monkeypatch, tmp_path / "r.json")
+
+    class Stream:
+        def __init__(self, priority: int = 0) -> None:
+            self.priority = priority
+
+    S = report.wrap("torch.cuda.Stream", "emulated", Stream)
+    s = S(priority=2)
+    assert type(s) is Stream and s.priority == 2
+    assert isinstance(Stream(), S) and issubclass(Stream, S)
+
+    class Mine(S):  # a user's subclass of the aliased class is built normally, uncounted
+        pass
+
+    assert type(Mine()) is Mine and isinstance(Mine(), Stream)
+    assert report.entries()["torch.cuda.Stream"]["calls"] == 1
+
+
+def test_unknown_treatment_is_refused(monkeypatch, tmp_path) -> None:
+    _on(monkeypatch, tmp_path / "r.json")
+    with pytest.raises(ValueError, match="faked"):
+        report.record("torch.cuda.x", "faked")
+
+
+def test_write_json_and_stderr_table(monkeypatch, tmp_path, capsys) -> None:
+    _on(monkeypatch, tmp_path / "r.json")
+    fake = types.ModuleType("cudashim.patches")
+    fake.status = lambda: [{"target": "flash_attn:flash_attn_func", "replacement": "x:y", "source": "built-in:flash_attn", "state": "stood-in"}]
+    monkeypatch.setitem(sys.modules, "cudashim.patches", fake)
+    report.record("torch.cuda.CUDAGraph", "unsupported")
+    report.wrap("torch.cuda.empty_cache", "emulated", lambda: None)()
+    written = report.write()
+    assert written == str(tmp_path / "r.json")
+    data = json.loads(Path(written).read_text())
+    assert {a["api"]: (a["treatment"], a["calls"]) for a in data["apis"]} == {
+        "torch.cuda.CUDAGraph": ("unsupported", 1),
+        "torch.cuda.empty_cache": ("emulated", 1),
+    }
+    assert data["summary"]["unsupported"] == 1 and data["summary"]["emulated"] == 1
+    assert data["patches"][0]["state"] == "stood-in"
+    err = capsys.readouterr().err
+    assert "torch.cuda.empty_cache" in err and str(tmp_path / "r.json") in err
+
+
+def test_one_file_per_rank(monkeypatch, tmp_path) -> None:
+    _on(monkeypatch, tmp_path / "r.json")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert report.report_path() == str(tmp_path / "r.rank1.json")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    assert report.report_path() == str(tmp_path / "r.json")
+
+
+def test_reset_forgets_everything(monkeypatch, tmp_path) -> None:
+    _on(monkeypatch, tmp_path / "r.json")
+    report.record("torch.cuda.synchronize", "aliased")
+    _state.reset()
+    monkeypatch.delenv("CUDASHIM_REPORT")
+    assert report.entries() == {} and report.enabled() is False
+
+
+def test_written_at_exit_in_a_fresh_interpreter(tmp_path) -> None:
+    out = tmp_path / "exit.json"
+    code = (
+        "from cudashim import report\n"
+        "f = report.wrap('torch.cuda.synchronize', 'aliased', lambda: None)\n"
+        "f(); f()\n"
+    )
+    env = {**os.environ, "CUDASHIM_REPORT": str(out), "PYTHONPATH": str(REPO)}
+    env.pop("WORLD_SIZE", None)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["apis"] == [{"api": "torch.cuda.synchronize", "treatment": "aliased", "calls": 2, "first_call_site": "<string>:3"}]
+    assert "cudashim report" in proc.stderr
