@@ -1,0 +1,187 @@
+"""Per-symbol patch maps: swap CUDA-only symbols when their modules load (DESIGN.md §5).
+
+    install(config, platform)   built-in packs + config patches for `platform`, through the one finder
+    uninstall()                  every original back, stand-ins gone, finder off sys.meta_path
+    when_imported(name, cb)      cb(module) right after `name` loads, or at once if it is loaded
+    original("X:f")              the object X.f was before the shim patched it
+    status()                     one dict per active patch: target, replacement, source, state, rebound
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from typing import Any, Mapping
+
+from .. import _state
+from ..config import Config, PatchEntry
+from . import _apply, _hook
+from ._apply import MISSING, Patch, PatchError
+from ._standin import StandInAttributeError, is_standin, make_spec
+from .packs import ALWAYS, PACKS, PLATFORM_MODE
+
+__all__ = [
+    "install",
+    "uninstall",
+    "installed",
+    "when_imported",
+    "original",
+    "status",
+    "plan",
+    "PatchError",
+    "StandInAttributeError",
+]
+
+when_imported = _hook.when_imported
+
+_lock = threading.RLock()
+_active: dict[str, Patch] = {}  # target "module:symbol" -> record
+_by_module: dict[str, list[Patch]] = {}  # target module -> its records
+_installed_with: tuple[Config, str] | None = None
+
+
+def _platform_name(platform: Any) -> str:
+    name = platform if isinstance(platform, str) else getattr(platform, "name", None)
+    if name not in PLATFORM_MODE:
+        raise ValueError(f"cudashim.patches.install: unknown platform {platform!r}; use one of {', '.join(PLATFORM_MODE)}")
+    return name
+
+
+def plan(config: Config, platform: Any) -> list[tuple[PatchEntry, str]]:
+    """The patches active on `platform`: (entry, mode) for built-in packs, then config (which wins)."""
+    name = _platform_name(platform)
+    disabled = config.disable
+    chosen: dict[str, tuple[PatchEntry, str]] = {}
+    for pack, mapping in PACKS.items():
+        if pack in disabled:
+            continue
+        for target, repl in mapping.items():
+            if target not in disabled:
+                chosen[target] = (PatchEntry(target, repl, None, f"built-in:{pack}"), PLATFORM_MODE[name])
+    for entry in config.patches_for(name):
+        if entry.target not in disabled:
+            chosen[entry.target] = (entry, ALWAYS)
+    return list(chosen.values())
+
+
+def _config_hint(config: Config) -> str:
+    return str(config.path) if config.path is not None else "pyproject.toml"
+
+
+def _on_load(module: Any) -> None:
+    patches = _by_module.get(module.__name__, ())
+    for p in patches:
+        _apply.apply(p, module)
+
+
+def install(config: Config | None, platform: Any) -> None:
+    """Activate built-in packs and the config's patches for `platform`. Idempotent; re-install replaces."""
+    global _installed_with
+    config = config if config is not None else Config()
+    name = _platform_name(platform)
+    with _lock:
+        if _installed_with == (config, name):
+            return
+        if _installed_with is not None:
+            _uninstall_patches()
+        hint = _config_hint(config)
+        for entry, mode in plan(config, name):
+            p = Patch(entry=entry, mode=mode, platform=name)
+            _active[entry.target] = p
+            _by_module.setdefault(p.module_name, []).append(p)
+        # watch every target module (patch on load) and every parent (stand in when absent)
+        packages: set[str] = set()
+        for mod in _by_module:
+            parts = mod.split(".")
+            packages.update(".".join(parts[:i]) for i in range(1, len(parts)))
+        for mod in sorted(set(_by_module) | packages, key=lambda m: m.count(".")):
+            factory = _standin_factory(mod in packages, name, hint)
+            _hook.watch(mod, _on_load if mod in _by_module else None, factory)
+        _installed_with = (config, name)
+        already = [(m, sys.modules[m]) for m in _by_module if m in sys.modules]
+    # targets loaded before install: patch now, then re-bind `from X import f` holders
+    for mod, module in already:
+        _on_load(module)
+        for p in _by_module[mod]:
+            _apply.rebind_holders(p)
+
+
+def _standin_factory(is_package: bool, platform: str, hint: str) -> Any:
+    def factory(fullname: str) -> Any:
+        return make_spec(fullname, is_package, platform, hint)
+
+    return factory
+
+
+def _uninstall_patches() -> None:
+    global _installed_with
+    for p in list(_active.values()):
+        _apply.restore(p)
+    # stand-ins leave sys.modules (deepest first) and their parents' attributes
+    for name in sorted([n for n, m in list(sys.modules.items()) if is_standin(m)], key=lambda n: -n.count(".")):
+        del sys.modules[name]
+        parent, _, child = name.rpartition(".")
+        if parent and parent in sys.modules and getattr(sys.modules[parent], child, None) is not None:
+            try:
+                delattr(sys.modules[parent], child)
+            except AttributeError:
+                pass
+    _active.clear()
+    _by_module.clear()
+    _hook.unwatch_all()
+    _installed_with = None
+
+
+def uninstall() -> None:
+    """Undo install() and drop pending when_imported callbacks. Idempotent."""
+    with _lock:
+        _uninstall_patches()
+        _hook.clear()
+
+
+def installed() -> bool:
+    return _installed_with is not None
+
+
+def original(target: str) -> Any:
+    """What "module:symbol" was before the shim patched it (imports the module if needed)."""
+    mod_name, sep, sym = target.partition(":")
+    if not sep or not mod_name or not sym:
+        raise ValueError(f"cudashim.original({target!r}): write the target as \"module:symbol\"")
+    p = _active.get(target)
+    if p is None:  # not patched here: the object itself is the original
+        obj: Any = importlib.import_module(mod_name)
+        for part in sym.split("."):
+            obj = getattr(obj, part)
+        return obj
+    if p.module is None:
+        importlib.import_module(mod_name)  # loading it applies the patch and records the original
+    if p.state == "native":
+        return getattr(p.module, sym)
+    if p.original is MISSING:
+        raise PatchError(
+            f"cudashim.original({target!r}): there is no original on {p.platform}: {mod_name!r} is not "
+            f"installed and is stood in; install the real package to call it"
+        )
+    return p.original
+
+
+def status() -> list[dict[str, Any]]:
+    """One dict per active patch: target, replacement, source, platform, state, resolved, rebound."""
+    with _lock:
+        return [
+            {
+                "target": p.entry.target,
+                "replacement": p.entry.replacement,
+                "source": p.entry.source,
+                "platform": p.platform,
+                "state": p.state,
+                "resolved": p.replacement is not MISSING,
+                "rebound": list(p.rebound),
+            }
+            for p in _active.values()
+        ]
+
+
+_state.on_reset(uninstall)

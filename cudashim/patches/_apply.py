@@ -1,0 +1,260 @@
+"""Putting a replacement in place of one symbol of one module, lazily, and taking it back out.
+
+On load of the target module each patched name becomes a property of a per-module subclass of the
+module's type (data descriptors on the type win over the module __dict__), so both `X.f` and
+`from X import f` go through it. The first access imports the replacement, writes the REAL object
+into X.__dict__ and drops the property; once a module has no pending names its class is put back,
+so nothing is left on the attribute path or the call path.
+Inside X, code that calls f through its globals before anyone resolved it meets a trampoline that
+resolves on its first call and then is gone.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import threading
+import types
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from ..config import PatchEntry
+from ..errors import CudashimError
+from ._standin import is_standin
+
+__all__ = ["Patch", "PatchError", "MISSING", "apply", "resolve", "restore", "rebind_holders"]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: Any = _Missing()
+
+
+class PatchError(CudashimError, ImportError):
+    """A replacement could not be loaded, or a stand-in was asked for an original it does not have."""
+
+
+@dataclass(eq=False)
+class Patch:
+    """Runtime record of one active patch (one target)."""
+
+    entry: PatchEntry
+    mode: str  # packs.ALWAYS | packs.ABSENT_ONLY
+    platform: str
+    original: Any = MISSING
+    replacement: Any = MISSING
+    state: str = "pending"  # pending | applied | stood-in | native
+    module: ModuleType | None = None
+    rebound: list[str] = field(default_factory=list)
+
+    @property
+    def module_name(self) -> str:
+        return self.entry.target.split(":")[0]
+
+    @property
+    def symbol(self) -> str:
+        return self.entry.target.split(":")[1]
+
+    def describe(self) -> str:
+        return f"{self.entry.target} -> {self.entry.replacement} (from {self.entry.source}, platform {self.platform})"
+
+
+_lock = threading.RLock()
+_local = threading.local()
+
+
+def _resolving() -> set[int]:
+    return _local.__dict__.setdefault("resolving", set())
+
+
+def _get_path(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _lazy_class(module: ModuleType) -> type | None:
+    """The module's per-module lazy subclass, creating and switching to it if needed."""
+    cls = type(module)
+    if cls.__dict__.get("_cudashim_lazy_base") is not None:
+        return cls
+    sub = type(cls.__name__, (cls,), {"_cudashim_lazy_base": cls, "__module__": cls.__module__})
+    try:
+        module.__class__ = sub
+    except TypeError:  # not a ModuleType subclass we may re-class: fall back to eager replacement
+        return None
+    return sub
+
+
+def _drop_property(module: ModuleType, name: str) -> None:
+    cls = type(module)
+    base = cls.__dict__.get("_cudashim_lazy_base")
+    if base is None:
+        return
+    if isinstance(cls.__dict__.get(name), property):
+        delattr(cls, name)
+    if not any(isinstance(v, property) for v in cls.__dict__.values()):
+        module.__class__ = base  # nothing pending: the module is its plain self again
+
+
+def _make_property(patch: Patch) -> property:
+    name = patch.symbol
+
+    def fget(module: ModuleType) -> Any:
+        return resolve(patch)
+
+    def fset(module: ModuleType, value: Any) -> None:  # the program assigns X.f itself: it wins
+        with _lock:
+            patch.replacement = value
+            module.__dict__[name] = value
+            _drop_property(module, name)
+
+    def fdel(module: ModuleType) -> None:
+        with _lock:
+            module.__dict__.pop(name, None)
+            _drop_property(module, name)
+
+    return property(fget, fset, fdel)
+
+
+def _trampoline(patch: Patch, original: Any) -> Any:
+    @functools.wraps(original)
+    def trampoline(*args: Any, **kwargs: Any) -> Any:
+        return resolve(patch)(*args, **kwargs)
+
+    trampoline.__cudashim_trampoline__ = True  # type: ignore[attr-defined]
+    return trampoline
+
+
+def apply(patch: Patch, module: ModuleType) -> None:
+    """Called right after the target module loaded (or at install if it was loaded already)."""
+    with _lock:
+        standin = is_standin(module)
+        if not standin and patch.mode == "absent-only":
+            patch.state, patch.module = "native", module  # nvidia with the real package: keep it
+            return
+        name = patch.symbol
+        if "." in name:  # "Class.method": the owner is a class, patch it eagerly
+            patch.module, patch.state = module, "applied"
+            owner_path, _, attr = name.rpartition(".")
+            owner = _get_path(module, owner_path)
+            patch.original = owner.__dict__.get(attr, MISSING) if isinstance(owner, type) else getattr(owner, attr, MISSING)
+            setattr(owner, attr, resolve(patch))
+            return
+        patch.module = module
+        patch.original = MISSING if standin else module.__dict__.get(name, MISSING)
+        patch.replacement = MISSING
+        patch.state = "stood-in" if standin else "applied"
+        if standin:
+            module.__dict__["__cudashim_exposed__"].add(name)
+        cls = _lazy_class(module)
+        if cls is None:
+            module.__dict__[name] = resolve(patch)
+            return
+        setattr(cls, name, _make_property(patch))
+        if isinstance(patch.original, (types.FunctionType, types.BuiltinFunctionType)):
+            module.__dict__[name] = _trampoline(patch, patch.original)
+
+
+def resolve(patch: Patch) -> Any:
+    """The replacement object, importing its module on first use."""
+    if patch.replacement is not MISSING:
+        return patch.replacement
+    key = id(patch)
+    busy = _resolving()
+    if key in busy:  # the replacement module imports its own target: it gets the original
+        return _original_or_fail(patch)
+    mod_name, _, sym = patch.entry.replacement.partition(":")
+    busy.add(key)
+    try:
+        try:
+            repl_mod = importlib.import_module(mod_name)
+        except Exception as e:
+            raise PatchError(
+                f"cudashim: cannot import the replacement for {patch.describe()}: {type(e).__name__}: {e}; "
+                f"fix the replacement path, or switch the patch off with CUDASHIM_DISABLE_PATCHES={patch.entry.target}"
+            ) from e
+        try:
+            obj = _get_path(repl_mod, sym)
+        except AttributeError:
+            spec = getattr(repl_mod, "__spec__", None)
+            if spec is not None and getattr(spec, "_initializing", False):
+                # the replacement module is still running its top and imported the target: original
+                return _original_or_fail(patch)
+            raise PatchError(
+                f"cudashim: {mod_name!r} has no attribute {sym!r}, needed by {patch.describe()}; "
+                f"fix the replacement path, or switch the patch off with CUDASHIM_DISABLE_PATCHES={patch.entry.target}"
+            ) from None
+    finally:
+        busy.discard(key)
+    with _lock:
+        if patch.replacement is MISSING:
+            patch.replacement = obj
+            module = patch.module
+            if module is not None and "." not in patch.symbol:
+                module.__dict__[patch.symbol] = obj
+                _drop_property(module, patch.symbol)
+    return patch.replacement
+
+
+def _original_or_fail(patch: Patch) -> Any:
+    if patch.original is MISSING:
+        raise PatchError(
+            f"cudashim: {patch.entry.target} has no original: {patch.module_name!r} is not installed "
+            f"(stood in on {patch.platform}); the replacement {patch.entry.replacement} must not import it"
+        )
+    return patch.original
+
+
+def rebind_holders(patch: Patch) -> None:
+    """Modules that did `from X import f` before the patch hold the original: give them the replacement."""
+    if patch.original is MISSING or patch.state != "applied":
+        return
+    name, original, skip = patch.symbol.rpartition(".")[2], patch.original, patch.entry.replacement.split(":")[0]
+    holders = [
+        m for m in list(sys.modules.values())
+        if isinstance(m, ModuleType) and m is not patch.module
+        and m.__name__ != skip and not m.__name__.startswith("cudashim.")
+        and m.__dict__.get(name, None) is original
+    ]
+    if not holders:
+        return
+    replacement = resolve(patch)
+    for m in holders:
+        m.__dict__[name] = replacement
+        patch.rebound.append(m.__name__)
+
+
+def restore(patch: Patch) -> None:
+    """Put the original back exactly (or remove the symbol where there was none)."""
+    with _lock:
+        module = patch.module
+        if module is None or patch.state not in ("applied", "stood-in"):
+            patch.state, patch.module = "pending", None
+            return
+        name = patch.symbol
+        if "." in name:
+            owner_path, _, attr = name.rpartition(".")
+            owner = _get_path(module, owner_path)
+            if patch.original is MISSING:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, patch.original)
+        else:
+            _drop_property(module, name)
+            if patch.original is MISSING:
+                module.__dict__.pop(name, None)
+            else:
+                module.__dict__[name] = patch.original
+        for holder_name in patch.rebound:
+            holder = sys.modules.get(holder_name)
+            if holder is not None and holder.__dict__.get(name) is patch.replacement:
+                holder.__dict__[name] = patch.original
+        patch.rebound.clear()
+        patch.replacement = MISSING
+        patch.state, patch.module = "pending", None

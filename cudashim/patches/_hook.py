@@ -1,0 +1,188 @@
+"""The one `sys.meta_path` finder: post-import callbacks and stand-ins for absent modules.
+
+Modelled on wrapt's importer.py: the finder is asked first for every import, answers "not mine" with
+one dict lookup for modules nobody watches, and for a watched module asks the finders behind it for
+the real spec, then wraps the loader so that callbacks run right after the module's code has run
+(still under the module's import lock, so no other thread sees the module unpatched).
+When no finder knows a watched module and a stand-in factory is registered, the factory's spec wins.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass, field
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any, Callable
+
+__all__ = ["when_imported", "watch", "unwatch_all", "clear", "installed", "FINDER"]
+
+Callback = Callable[[ModuleType], None]
+StandinFactory = Callable[[str], "ModuleSpec | None"]
+
+
+@dataclass
+class _Watch:
+    once: list[Callback] = field(default_factory=list)  # when_imported(): fire once, then forget
+    always: list[Callback] = field(default_factory=list)  # patches: fire on every (re)load
+    standin: StandinFactory | None = None  # spec to use when no other finder knows the module
+
+    def empty(self) -> bool:
+        return not self.once and not self.always and self.standin is None
+
+
+# All mutable state of the hook: module name -> what to do when it loads.
+_watched: dict[str, _Watch] = {}
+_lock = threading.RLock()
+_local = threading.local()  # per-thread set of names being looked up (re-entrancy guard)
+
+
+class _Finder:
+    """Asked first for every import; O(1) "not mine" for modules nobody watches."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        watch = _watched.get(fullname)
+        if watch is None:
+            return None
+        busy: set[str] = _local.__dict__.setdefault("busy", set())
+        if fullname in busy:  # a finder behind us asked importlib.util.find_spec(fullname) again
+            return None
+        busy.add(fullname)
+        try:
+            spec = self._find_behind(fullname, path, target)
+        finally:
+            busy.discard(fullname)
+        if spec is None and watch.standin is not None:
+            spec = watch.standin(fullname)
+        if spec is None:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module") and not isinstance(spec.loader, _Loader):
+            spec.loader = _Loader(spec.loader, fullname)
+        return spec
+
+    def _find_behind(self, fullname: str, path: Any, target: Any) -> ModuleSpec | None:
+        finders = list(sys.meta_path)
+        try:
+            finders = finders[finders.index(self) + 1 :]
+        except ValueError:  # called while not on meta_path (e.g. a copy of it): ask everyone else
+            finders = [f for f in finders if f is not self]
+        for finder in finders:
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+    def invalidate_caches(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return "<cudashim patch finder>"
+
+
+class _Loader:
+    """Delegates to the real loader; after exec_module runs the callbacks watching the module."""
+
+    def __init__(self, loader: Any, name: str) -> None:
+        self._loader = loader
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:  # get_data, get_filename, is_package, get_source...
+        return getattr(self._loader, attr)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: ModuleType) -> None:
+        # the module's own code (and anyone inspecting it later) sees the real loader, not us
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self._loader
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self._loader
+        self._loader.exec_module(module)
+        # a module may replace itself in sys.modules while running (lazy-module pattern)
+        fire(self._name, sys.modules.get(self._name, module))
+
+
+FINDER = _Finder()
+
+
+def _ensure_finder() -> None:
+    if FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, FINDER)
+
+
+def installed() -> bool:
+    return FINDER in sys.meta_path
+
+
+def fire(name: str, module: ModuleType) -> None:
+    """Run the callbacks watching `name` (once-callbacks are consumed). Errors surface after all ran."""
+    with _lock:
+        watch = _watched.get(name)
+        if watch is None:
+            return
+        callbacks = watch.always + watch.once
+        watch.once = []
+        if watch.empty():
+            del _watched[name]
+    error: BaseException | None = None
+    for cb in callbacks:
+        try:
+            cb(module)
+        except BaseException as e:  # noqa: BLE001 - re-raised below, after the other callbacks ran
+            error = error or e
+    if error is not None:
+        raise error
+
+
+def when_imported(module_name: str, callback: Callback) -> None:
+    """Call callback(module) right after `module_name` finishes loading, or at once if it is loaded."""
+    with _lock:
+        module = sys.modules.get(module_name)
+        if module is None:
+            _watched.setdefault(module_name, _Watch()).once.append(callback)
+            _ensure_finder()
+            return
+    callback(module)
+
+
+def watch(module_name: str, on_load: Callback | None = None, standin: StandinFactory | None = None) -> None:
+    """Persistent watch (patches): on_load on every load; standin when no finder knows the module."""
+    with _lock:
+        w = _watched.setdefault(module_name, _Watch())
+        if on_load is not None and on_load not in w.always:
+            w.always.append(on_load)
+        if standin is not None:
+            w.standin = standin
+        _ensure_finder()
+
+
+def unwatch_all() -> None:
+    """Drop every persistent watch (patches), keep pending when_imported callbacks."""
+    with _lock:
+        for name in list(_watched):
+            w = _watched[name]
+            w.always = []
+            w.standin = None
+            if w.empty():
+                del _watched[name]
+        if not _watched:
+            _remove_finder()
+
+
+def clear() -> None:
+    """Forget everything and take the finder off sys.meta_path."""
+    with _lock:
+        _watched.clear()
+        _remove_finder()
+
+
+def _remove_finder() -> None:
+    while FINDER in sys.meta_path:
+        sys.meta_path.remove(FINDER)
