@@ -1,0 +1,55 @@
+"""Which accelerator this machine has, answered from the file system alone and cached per root."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .. import _state
+from . import ascend, device, nvidia
+from ._errors import HardwareError
+
+__all__ = ["Kind", "KINDS", "accelerator_kind", "device_count"]
+
+Kind = Literal["ascend", "nvidia", "cpu"]
+KINDS: tuple[str, ...] = ("ascend", "nvidia", "cpu")
+
+# resolved root -> kind; devices are not hot-plugged under a running program, so one answer per
+# process is right, and the bootstrap asks more than once
+_kind_cache: dict[str, Kind] = {}
+
+
+@_state.on_reset
+def _clear() -> None:
+    _kind_cache.clear()
+
+
+def accelerator_kind(root: str | None = None) -> Kind:
+    """'ascend' | 'nvidia' | 'cpu'. Ascend is checked first: a box with both drivers is an Ascend box
+    (the NVIDIA driver there is incidental, and the Ascend probe is the cheaper miss elsewhere)."""
+    key = device.resolve_root(root)
+    kind = _kind_cache.get(key)
+    if kind is None:
+        if ascend.is_available(key):
+            kind = "ascend"
+        elif nvidia.is_available(key):
+            kind = "nvidia"
+        else:
+            kind = "cpu"
+        _kind_cache[key] = kind
+    return kind
+
+
+def device_count(kind: str | None = None, root: str | None = None) -> int:
+    """How many devices of `kind` (default: the detected one) the tree shows; 0 for cpu.
+
+    Counts come from the file system only (no npu-smi, no NVML), so this is as cheap as detection.
+    """
+    kind = accelerator_kind(root) if kind is None else kind
+    if kind == "ascend":
+        entries = ascend.ubcore_entries(root)
+        return len(entries) if entries else len(ascend.davinci_indices(root))
+    if kind == "nvidia":
+        return len(nvidia.proc_bus_ids(root)) or len(nvidia.device_node_indices(root))
+    if kind == "cpu":
+        return 0
+    raise HardwareError(f"unknown accelerator kind {kind!r}; use one of {', '.join(KINDS)}")
