@@ -1,0 +1,333 @@
+"""THE capability table: capability x platform -> native / emulated / unsupported, how it fails, how far verified.
+
+The table is data (TABLE below); `require()` turns it into early, loud failures, and `render_markdown()` into
+the README copy (`python -m cudashim.capabilities --write` refreshes README.md; a test fails when it is stale).
+
+Verification levels (DESIGN.md section 6): L0 written against the documented API; L1 contract-tested against
+the real upstream code; L2 compiled for the target; L3 ran on the hardware (CPU rows: in CI).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import _state
+from .errors import CapabilityError
+
+__all__ = [
+    "PLATFORMS",
+    "STATUSES",
+    "FAILURES",
+    "LEVELS",
+    "Entry",
+    "Capability",
+    "TABLE",
+    "ids",
+    "get",
+    "entry",
+    "supported",
+    "require",
+    "limit",
+    "check_limit",
+    "render_markdown",
+    "update_readme",
+    "main",
+]
+
+PLATFORMS = ("nvidia", "ascend", "cpu")
+STATUSES = ("native", "emulated", "unsupported")
+RAISE_CONSTRUCTION, RAISE_CALL, WARN = "raise at construction", "raise at call", "warn and degrade"
+FAILURES = (RAISE_CONSTRUCTION, RAISE_CALL, WARN)
+LEVELS = ("L0", "L1", "L2", "L3")
+_MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cell: what `platform` does for one capability."""
+
+    status: str  # native | emulated | unsupported
+    failure: str | None  # how it fails when asked for beyond what it can do (None: it cannot fail)
+    level: str  # L0..L3, see the module docstring
+    note: str
+    way_out: str = ""  # what the user does instead (required for unsupported and warn-mode cells)
+    limit: int | None = None  # numeric bound where the capability is a number (None: no bound)
+
+
+@dataclass(frozen=True)
+class Capability:
+    id: str
+    title: str
+    api: str  # what the user's code calls, named in errors when the caller gives no api
+    cells: Mapping[str, Entry]
+    limit_kind: str = "max"  # how Entry.limit bounds a value: "max" (value <= limit) or "align" (value % limit == 0)
+
+
+def _cap(cap_id: str, title: str, api: str, nvidia: Entry, ascend: Entry, cpu: Entry, limit_kind: str = "max") -> Capability:
+    return Capability(cap_id, title, api, {"nvidia": nvidia, "ascend": ascend, "cpu": cpu}, limit_kind)
+
+
+N, E, U = "native", "emulated", "unsupported"
+_EAGER = "run with enforce_eager=True (or your engine's eager switch) so no graph is captured"
+_PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("module:symbol" = "repl.module:symbol")'
+
+# nvidia cells stay L0 until the H200 run lands (the lead updates them); ascend cells are L0 unless a contract
+# test composes them with real torch_npu code (L1) or they lower through TileLang (L2).
+TABLE: tuple[Capability, ...] = (
+    _cap("cuda_graphs", "CUDA graphs", "torch.cuda.CUDAGraph",
+         Entry(N, RAISE_CONSTRUCTION, "L0", "torch.cuda.CUDAGraph / torch.cuda.graph"),
+         Entry(E, RAISE_CONSTRUCTION, "L0", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
+         Entry(U, RAISE_CONSTRUCTION, "L0", "the CPU has no graph capture", _EAGER)),
+    _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
+         Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
+         Entry(U, RAISE_CONSTRUCTION, "L0", "NPU graphs exist only instantiated",
+               "construct torch.cuda.CUDAGraph() without keep_graph when not PLATFORM.is_gpu"),
+         Entry(U, RAISE_CONSTRUCTION, "L0", "the CPU has no graph capture", _EAGER)),
+    _cap("cuda_graph_instantiate", "CUDAGraph.instantiate()", "torch.cuda.CUDAGraph.instantiate",
+         Entry(N, RAISE_CALL, "L0", "explicit instantiation after capture with keep_graph=True"),
+         Entry(E, None, "L0", "a no-op: an NPU graph is instantiated when capture ends"),
+         Entry(U, RAISE_CALL, "L0", "the CPU has no graph capture", _EAGER)),
+    _cap("graph_event_timers", "in-graph event timers", "CUDAGraphTimer",
+         Entry(N, RAISE_CALL, "L0", "event-record nodes inside a kept graph"),
+         Entry(U, RAISE_CALL, "L0", "NPU graph timer primitives are not implemented",
+               "check the timer's supported() and time outside the graph"),
+         Entry(U, RAISE_CALL, "L0", "no graphs on the CPU", "check the timer's supported() and time outside the graph")),
+    _cap("symmetric_memory", "symmetric memory", "torch.distributed._symmetric_memory",
+         Entry(N, RAISE_CALL, "L0", "symm_mem.empty / rendezvous over NVLink"),
+         Entry(U, RAISE_CALL, "L0", "no NPU implementation of symm_mem",
+               "disable the intra-node symmetric-memory path (e.g. EPLB shuffle) and use process-group collectives"),
+         Entry(U, RAISE_CALL, "L0", "no CPU implementation of symm_mem",
+               "disable the symmetric-memory path and use process-group collectives (Gloo)")),
+    _cap("batch_invariant", "batch-invariant kernels", "batch-invariant mode",
+         Entry(N, RAISE_CONSTRUCTION, "L0", "batch-invariant + deterministic kernels"),
+         Entry(U, RAISE_CONSTRUCTION, "L0", "NPU kernels are deterministic but not batch-invariant",
+               "switch batch-invariant mode off; deterministic algorithms stay on"),
+         Entry(E, WARN, "L0", "deterministic run to run; oneDNN matmul is not guaranteed batch-invariant",
+               "compare results at a fixed batch size")),
+    _cap("pdl", "programmatic dependent launch (PDL)", "set_pdl(True)",
+         Entry(N, RAISE_CALL, "L0", "Hopper and later (SM90+)"),
+         Entry(E, WARN, "L0", "no NPU equivalent; kernels launch one after another (same results, slower)",
+               "nothing to do; leave PDL off on ascend to silence this"),
+         Entry(E, None, "L0", "a no-op: CPU ops run in order")),
+    _cap("fp8_einsum_output", "FP8 einsum output", "FP8 einsum output",
+         Entry(N, RAISE_CALL, "L0", "FP8 einsum output at granularity 32"),
+         Entry(E, WARN, "L0", "switched off: BF16 output then cast (same values, more memory traffic)",
+               "nothing to do; gate it on PLATFORM.is_gpu to silence this"),
+         Entry(E, None, "L0", "BF16 output then cast through the torch reference")),
+    _cap("per_token_cast_granularity", "per-token cast group size", "per_token_cast",
+         Entry(N, RAISE_CALL, "L0", "any multiple of 32"),
+         Entry(E, WARN, "L0", "native g32 only; other multiples of 32 use the PyTorch reference (slower)",
+               "use group size 32 for the native kernel"),
+         Entry(E, None, "L0", "PyTorch reference, any multiple of 32")),
+    _cap("force_topk_bound", "sampler force_topk bound", "force_topk",
+         Entry(N, RAISE_CALL, "L0", "force_topk <= 16384", limit=16384),
+         Entry(N, RAISE_CALL, "L0", "force_topk <= 4096 (UB/register budget of the Ascend sampler)",
+               "lower force_topk to 4096 or less", limit=4096),
+         Entry(N, None, "L0", "torch.topk: no bound")),
+    _cap("kv_cache_fp8_fp32_scale", "KV cache: FP8 values + FP32 scale index", "FP8_FLOAT32_SF_INDEX KV cache format",
+         Entry(N, RAISE_CONSTRUCTION, "L0", "separate value and FP32 scale regions"),
+         Entry(U, RAISE_CONSTRUCTION, "L0", "format removed from the NPU's supported KV formats",
+               "use the packed UE8M0 KV cache format (PLATFORM.fp8_sf_type, int16 on ascend)"),
+         Entry(E, None, "L0", "torch reference path (float8 storage, FP32 scales)")),
+    _cap("host_register_pinning", "pinning existing host memory", "Platform.pin_host_memory",
+         Entry(N, WARN, "L0", "cudaHostRegister / cudaHostUnregister via torch.cuda.cudart()",
+               "nothing to do; copies use the pageable path when registration fails"),
+         Entry(N, WARN, "L0", "aclrtHostRegisterV2 via ctypes (tested against a fake libascendcl); a driver "
+               "without it stops construction", "upgrade CANN if construction fails; otherwise copies use the "
+               "pageable path"),
+         Entry(E, None, "L3", "a no-op: CPU tensors already live in host memory")),
+    _cap("ipc_export_alignment", "IPC export address alignment", "IPC tensor export",
+         Entry(N, RAISE_CALL, "L0", "cudaIpcGetMemHandle: no extra requirement"),
+         Entry(N, RAISE_CALL, "L0", "aclrtIpcMemGetExportKey needs a 2 MiB-aligned address (else 507899); "
+               "import needs ENABLE_PEER_ACCESS", "allocate exported buffers 2 MiB-aligned", limit=2 * _MiB),
+         Entry(E, None, "L0", "tensors shared through torch.multiprocessing shared memory; no alignment"),
+         limit_kind="align"),
+    _cap("collective_backend", "device collectives backend", "torch.distributed (nccl)",
+         Entry(N, RAISE_CONSTRUCTION, "L0", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
+         Entry(E, RAISE_CONSTRUCTION, "L0", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults"),
+         Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP)")),
+    _cap("flash_attention", "flash attention", "flash_attn",
+         Entry(N, RAISE_CALL, "L0", "flash_attn when installed; a portable stand-in when it is not"),
+         Entry(E, RAISE_CALL, "L0", "cudashim.npu_ops.flash_attn on torch_npu fused attention"),
+         Entry(E, RAISE_CALL, "L0", "portable stand-in on torch scaled_dot_product_attention")),
+    _cap("tilelang_kernels", "TileLang kernels", "tilelang kernel library",
+         Entry(N, RAISE_CALL, "L0", "cudashim.kernels.cuda (TileLang target cuda)"),
+         Entry(E, RAISE_CALL, "L0", "cudashim.kernels.asc (TileLang target ascend)"),
+         Entry(E, RAISE_CALL, "L0", "cudashim.kernels.torch reference implementations")),
+    _cap("cuda_cpp_extensions", "CUDA C++ extensions", "torch.utils.cpp_extension.CUDAExtension",
+         Entry(N, RAISE_CALL, "L0", "built with nvcc"),
+         Entry(U, RAISE_CALL, "L0", "CUDA sources do not build for the NPU",
+               f"port the extension to AscendC (NpuExtension) or {_PATCH}"),
+         Entry(U, RAISE_CALL, "L0", "CUDA sources do not build for the CPU", _PATCH)),
+    _cap("triton_kernels", "Triton kernels", "triton.jit kernel",
+         Entry(N, RAISE_CALL, "L0", "Triton CUDA backend"),
+         Entry(U, RAISE_CALL, "L0", "no Triton NPU backend is wired in", _PATCH),
+         Entry(U, RAISE_CALL, "L0", "no Triton CPU backend",
+               f"{_PATCH}, or set TRITON_INTERPRET=1 to run it in Triton's (slow) interpreter")),
+)
+
+_BY_ID: dict[str, Capability] = {c.id: c for c in TABLE}
+
+
+def ids() -> tuple[str, ...]:
+    return tuple(_BY_ID)
+
+
+def get(name: str) -> Capability:
+    try:
+        return _BY_ID[name]
+    except KeyError:
+        raise ValueError(f"unknown capability {name!r}; known: {', '.join(_BY_ID)}") from None
+
+
+def _platform_name(platform: Any) -> str:
+    if platform is None:
+        from .platform import platform_name
+
+        return platform_name()
+    name = getattr(platform, "name", platform)  # a Platform instance or class, or its name
+    if name not in PLATFORMS:
+        raise ValueError(f"unknown platform {platform!r}; use one of {', '.join(PLATFORMS)}")
+    return name
+
+
+def entry(name: str, platform: Any = None) -> Entry:
+    """The cell for capability `name` on `platform` (default: the current platform)."""
+    return get(name).cells[_platform_name(platform)]
+
+
+def supported(name: str, platform: Any = None) -> bool:
+    """True unless the platform cannot do it at all: for callers that branch instead of failing."""
+    return entry(name, platform).status != U
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def require(name: str, platform: Any = None, api: str | None = None) -> None:
+    """Raise CapabilityError when `platform` cannot do `name`; warn once where it only degrades; else nothing."""
+    cap = get(name)
+    plat = _platform_name(platform)
+    cell = cap.cells[plat]
+    what = api or cap.api
+    if cell.status == U:
+        raise CapabilityError(f"{what} is not available on {plat} ({cell.note}); {cell.way_out} [capability {name}]")
+    if cell.failure == WARN and cell.status == E and (name, plat) not in _warned:
+        _warned.add((name, plat))
+        warnings.warn(f"{what} is degraded on {plat}: {cell.note}; {cell.way_out} [capability {name}]",
+                      RuntimeWarning, stacklevel=2)
+
+
+def limit(name: str, platform: Any = None) -> int | None:
+    """The numeric bound of a capability on `platform` (e.g. force_topk_bound: 16384 / 4096); None: no bound."""
+    return entry(name, platform).limit
+
+
+def check_limit(name: str, value: int, platform: Any = None, api: str | None = None) -> None:
+    """Raise CapabilityError when `value` breaks the platform's bound for capability `name`.
+
+    "max" bounds (force_topk_bound) need value <= limit; "align" bounds (ipc_export_alignment) need an
+    address that is a multiple of the limit.
+    """
+    cap = get(name)
+    plat = _platform_name(platform)
+    cell = cap.cells[plat]
+    if cell.limit is None:
+        return
+    if cap.limit_kind == "align":
+        if value % cell.limit:
+            raise CapabilityError(
+                f"{api or cap.api} at 0x{value:x} is not aligned to {cell.limit} bytes as {plat} requires "
+                f"({cell.note}); {cell.way_out} [capability {name}]"
+            )
+    elif value > cell.limit:
+        raise CapabilityError(
+            f"{api or cap.api}={value} exceeds the {plat} bound of {cell.limit} ({cell.note}); "
+            f"{cell.way_out or f'use at most {cell.limit}'} [capability {name}]"
+        )
+
+
+@_state.on_reset
+def _reset() -> None:
+    _warned.clear()
+
+
+# ---- the README copy ------------------------------------------------------------------------------------
+
+_BEGIN, _END = "<!-- capabilities:begin -->", "<!-- capabilities:end -->"
+_SHORT = {RAISE_CONSTRUCTION: "raises at construction", RAISE_CALL: "raises at call", WARN: "warns once"}
+
+
+def _cell_md(cap: Capability, cell: Entry) -> str:
+    text = f"**{cell.status}**" if cell.status == U else cell.status
+    if cell.limit is not None:
+        text += f", aligned to {cell.limit} B" if cap.limit_kind == "align" else f" ≤ {cell.limit}"
+    if cell.status == U or (cell.status == E and cell.failure == WARN):
+        text += f", {_SHORT[cell.failure or RAISE_CALL]}"
+    return f"{text} · {cell.level}"
+
+
+def render_markdown() -> str:
+    """The table as Markdown, exactly what README.md holds between the capabilities markers."""
+    lines = [
+        "Generated from `cudashim/capabilities.py` (`python -m cudashim.capabilities --write`). "
+        "Levels: L0 written against the documented API, L1 contract-tested with real upstream code, "
+        "L2 compiled for the target, L3 ran on the hardware (CPU: in CI). "
+        "`cudashim.require(id)` raises `CapabilityError` for **unsupported** cells.",
+        "",
+        "| capability | id | nvidia | ascend | cpu |",
+        "|---|---|---|---|---|",
+    ]
+    for cap in TABLE:
+        cells = " | ".join(_cell_md(cap, cap.cells[p]) for p in PLATFORMS)
+        lines.append(f"| {cap.title} | `{cap.id}` | {cells} |")
+    lines += ["", "Notes and ways out:", ""]
+    for cap in TABLE:
+        parts = []
+        for p in PLATFORMS:
+            c = cap.cells[p]
+            parts.append(f"{p}: {c.note}" + (f" — way out: {c.way_out}" if c.way_out else ""))
+        lines.append(f"- `{cap.id}` — " + "; ".join(parts) + ".")
+    return "\n".join(lines)
+
+
+def update_readme(path: Path | str, check: bool = False) -> bool:
+    """Rewrite the text between the markers of `path` with render_markdown(); return True when it changed.
+
+    With check=True nothing is written (a dry run for CI).
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        head, rest = text.split(_BEGIN, 1)
+        _old, tail = rest.split(_END, 1)
+    except ValueError:
+        raise ValueError(f"{path}: the markers {_BEGIN} and {_END} are missing; add them where the table goes") from None
+    new = f"{head}{_BEGIN}\n{render_markdown()}\n{_END}{tail}"
+    if new != text and not check:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m cudashim.capabilities [--write|--check] [README.md]`: print, rewrite or check the table."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    mode = args.pop(0) if args and args[0] in ("--write", "--check") else None
+    readme = Path(args[0]) if args else Path(__file__).resolve().parent.parent / "README.md"
+    if mode is None:
+        print(render_markdown())
+        return 0
+    changed = update_readme(readme, check=mode == "--check")
+    if mode == "--check":
+        print(f"{readme}: capability table is {'stale; run python -m cudashim.capabilities --write' if changed else 'current'}")
+        return 1 if changed else 0
+    print(f"{readme}: {'updated' if changed else 'already current'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,366 @@
+"""The Platform contract: what code must know about the machine it runs on, in four fields and a few methods.
+
+`resolve_platform_name()` decides *which* platform (CUDASHIM_PLATFORM > config > hardware detection) without
+importing torch; `get_platform()` builds the matching class once. Everything that needs torch (dtypes, host
+pinning, process-group options) imports it inside the method, so `import cudashim.platform` stays light.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import re
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from . import _state, envs
+from .errors import CapabilityError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+__all__ = [
+    "PlatformEnum",
+    "Platform",
+    "PlatformGPU",
+    "PlatformNPU",
+    "PlatformCPU",
+    "PLATFORM_CLASSES",
+    "BF16_TFLOPS",
+    "bf16_tflops_for",
+    "resolve_platform_name",
+    "platform_name",
+    "get_platform",
+]
+
+
+class PlatformEnum(enum.Enum):
+    GPU = "gpu"
+    NPU = "npu"
+    CPU = "cpu"
+
+
+# Dense (no sparsity) BF16 peak per chip, in TFLOPS: the MFU denominator, not a limit on anything.
+# (pattern matched against the device name, value, source). First match wins, so specific names come first.
+# Datasheets quote "with sparsity" figures; dense is half of those.
+BF16_TFLOPS: tuple[tuple[str, float, str], ...] = (
+    (r"\bGB200\b", 2500.0, "NVIDIA GB200 NVL72 datasheet: 5 PFLOPS sparse FP16/BF16 per GPU, halved"),
+    (r"\bB200\b", 2250.0, "NVIDIA HGX B200 datasheet: 36 PFLOPS sparse FP16/BF16 per 8 GPUs, halved"),
+    (r"\bH100\b.*\bPCIe\b", 756.0, "NVIDIA H100 datasheet, PCIe: 1,513 TFLOPS sparse BF16, halved"),
+    (r"\bH100\b.*\bNVL\b", 835.0, "NVIDIA H100 datasheet, NVL: 1,671 TFLOPS sparse BF16, halved"),
+    (r"\bH(100|200|800)\b", 989.0, "NVIDIA H100/H200 SXM datasheets: 1,979 TFLOPS sparse BF16, halved"),
+    (r"\bH20\b", 148.0, "NVIDIA H20 product brief: 148 TFLOPS dense BF16"),
+    (r"\bA(100|800)\b", 312.0, "NVIDIA A100 datasheet: 312 TFLOPS dense BF16"),
+    (r"\bL40S\b", 362.0, "NVIDIA L40S datasheet: 733 TFLOPS sparse BF16, halved"),
+    # No Huawei datasheet figure we could check; 432 is the constant DeepInfer's device.py uses for the
+    # Ascend 950 MFU denominator (see the reference notes). Other Ascend chips: unknown -> None.
+    (r"\bAscend\s*950", 432.0, "DeepInfer get_bf16_tflops_limit() constant for Ascend 950 (not a datasheet)"),
+)
+
+
+def bf16_tflops_for(device_name: str | None) -> float | None:
+    """Dense BF16 peak of the named chip from BF16_TFLOPS; None when unknown (MFU stats then switch off)."""
+    if not device_name:
+        return None
+    for pattern, value, _source in BF16_TFLOPS:
+        if re.search(pattern, device_name, re.IGNORECASE):
+            return value
+    return None
+
+
+def _first_device_name(kind: str) -> str | None:
+    """The first device's marketing name from cudashim.hardware (NVML / npu-smi), never from a device context."""
+    try:
+        from . import hardware
+    except ImportError:
+        return None
+    finder = getattr(hardware, "device_names", None)
+    try:
+        names = finder(kind) if callable(finder) else None
+    except Exception:  # a probe failing only means "unknown peak"
+        return None
+    return names[0] if names else None
+
+
+class Platform:
+    """Base contract. Subclasses fill the four fields and the host-pinning / distributed methods."""
+
+    enum: PlatformEnum
+    name: str  # "nvidia" | "ascend" | "cpu": the same names as CUDASHIM_PLATFORM and the config
+    tilelang_ops_backend: str  # the kernels/ sub-package that ops.py dispatches to
+    distributed_backend: str  # torch.distributed backend for device collectives
+    _sf_dtype: str  # torch dtype name of the UE8M0 scale container; resolved lazily (no torch at import)
+    _sf_itemsize: int
+
+    @property
+    def fp8_sf_type(self) -> torch.dtype:
+        """Container dtype that packs UE8M0 (1-byte) scales: `sf_pack_factor()` scales per element."""
+        import torch
+
+        return getattr(torch, self._sf_dtype)
+
+    def sf_pack_factor(self) -> int:
+        """How many 1-byte UE8M0 scales one `fp8_sf_type` element holds (4 on GPU/CPU, 2 on NPU)."""
+        return self._sf_itemsize
+
+    @staticmethod
+    def sf_data_as_int32(sf_data: torch.Tensor, leading_shape: tuple[int, ...] | None = None) -> torch.Tensor:
+        """View packed UE8M0 scale bytes as the int32 words load kernels read (a view, no copy).
+
+        With `leading_shape`, the result is (*leading_shape, words); without it the last dimension's bytes
+        are regrouped. Both need a whole number of 4-byte words per row.
+        """
+        import torch
+
+        if leading_shape is not None:
+            rows = 1
+            for d in leading_shape:
+                rows *= int(d)
+            nbytes = sf_data.numel() * sf_data.element_size()
+            if rows == 0 or nbytes % rows or (nbytes // rows) % 4:
+                raise ValueError(
+                    f"sf_data of shape {tuple(sf_data.shape)} ({sf_data.dtype}) does not hold a whole number of "
+                    f"int32 words per row of leading shape {tuple(leading_shape)}; pad the scale dimension to 4 bytes"
+                )
+            sf_data = sf_data.reshape(*leading_shape, -1)
+        elif sf_data.dim() == 0 or (sf_data.shape[-1] * sf_data.element_size()) % 4:
+            raise ValueError(
+                f"sf_data of shape {tuple(sf_data.shape)} ({sf_data.dtype}) has a last dimension that is not a "
+                "whole number of int32 words; pass leading_shape or pad the scale dimension to 4 bytes"
+            )
+        return sf_data.view(torch.uint8).view(torch.int32)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.enum is PlatformEnum.GPU
+
+    @property
+    def is_npu(self) -> bool:
+        return self.enum is PlatformEnum.NPU
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.enum is PlatformEnum.CPU
+
+    def pin_host_memory(self, tensor: torch.Tensor) -> None:
+        """Page-lock `tensor`'s host memory in place for fast H2D copies; default: nothing to do."""
+
+    def unpin_host_memory(self, ptr: int) -> None:
+        """Undo `pin_host_memory` for the buffer starting at `ptr`; default: nothing to do."""
+
+    def get_distributed_options(self) -> object:
+        """pg_options for device process groups of `distributed_backend`; every platform must say."""
+        raise NotImplementedError(f"{type(self).__name__}.get_distributed_options")
+
+    def bf16_tflops_limit(self, device_name: str | None = None) -> float | None:
+        """Dense BF16 peak (TFLOPS) of this platform's chip, from BF16_TFLOPS; None when unknown."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class PlatformGPU(Platform):
+    enum = PlatformEnum.GPU
+    name = "nvidia"
+    tilelang_ops_backend = "cuda"
+    distributed_backend = "nccl"
+    _sf_dtype, _sf_itemsize = "int32", 4  # four UE8M0 scales per int32
+    # cudaErrorHostMemoryAlreadyRegistered / NotRegistered: pinning twice or unpinning twice is harmless
+    _BENIGN = (0, 712, 713)
+
+    def pin_host_memory(self, tensor: torch.Tensor) -> None:
+        import torch
+
+        err = torch.cuda.cudart().cudaHostRegister(tensor.data_ptr(), tensor.nbytes, 0)
+        _warn_unless_benign(_code(err), self._BENIGN, f"cudaHostRegister(0x{tensor.data_ptr():x}, {tensor.nbytes})",
+                            "H2D/D2H copies from this buffer take the pageable slow path")
+
+    def unpin_host_memory(self, ptr: int) -> None:
+        import torch
+
+        err = torch.cuda.cudart().cudaHostUnregister(ptr)
+        _warn_unless_benign(_code(err), self._BENIGN, f"cudaHostUnregister(0x{ptr:x})",
+                            "the buffer may stay page-locked until the process exits")
+
+    def get_distributed_options(self) -> object:
+        import torch.distributed as dist
+
+        options_cls = getattr(getattr(dist, "ProcessGroupNCCL", None), "Options", None)
+        if options_cls is None:
+            raise CapabilityError(
+                "torch.distributed.ProcessGroupNCCL is not available on nvidia: this torch build has no NCCL; "
+                "install a CUDA build of torch, or run with CUDASHIM_PLATFORM=cpu to use Gloo"
+            )
+        options = options_cls()
+        # Pin NCCL to a fixed number of CTAs so collectives do not crowd out compute kernels' SMs.
+        sms = envs.get("CUDASHIM_NCCL_NUM_SMS")
+        options.config.min_ctas = sms
+        options.config.max_ctas = sms
+        return options
+
+    def bf16_tflops_limit(self, device_name: str | None = None) -> float | None:
+        return bf16_tflops_for(device_name or _first_device_name("nvidia"))
+
+
+class PlatformNPU(Platform):
+    enum = PlatformEnum.NPU
+    name = "ascend"
+    tilelang_ops_backend = "asc"
+    distributed_backend = "hccl"
+    _sf_dtype, _sf_itemsize = "int16", 2  # two UE8M0 scales per int16
+
+    _ACL_SUCCESS = 0
+    _ACL_HOST_REG_PINNED = 0x10000000  # ACL_HOST_REG_PINNED in acl_rt.h
+    _ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 507910
+    _ACL_ERROR_HOST_MEMORY_NOT_REGISTERED = 507911
+
+    def __init__(
+        self,
+        *,
+        acl_loader: Callable[[], Any] | None = None,
+        bind_device: Callable[[], None] | None = None,
+    ) -> None:
+        # Resolved once here, so an old driver stops the program at start-up rather than at the first pin.
+        self._register, self._unregister = self._resolve_acl_host_register(acl_loader or _load_libascendcl)
+        self._bind_device = bind_device or _bind_current_npu
+
+    @staticmethod
+    def _resolve_acl_host_register(loader: Callable[[], Any]) -> tuple[Any, Any]:
+        try:
+            lib = loader()
+        except OSError as e:
+            raise CapabilityError(
+                f"libascendcl.so could not be loaded on ascend ({e}); install the CANN toolkit/driver and source "
+                "its set_env.sh so libascendcl.so is on LD_LIBRARY_PATH, or run with CUDASHIM_PLATFORM=cpu"
+            ) from None
+        register = getattr(lib, "aclrtHostRegisterV2", None)
+        unregister = getattr(lib, "aclrtHostUnregister", None)
+        if register is None or unregister is None:
+            missing = [n for n, f in (("aclrtHostRegisterV2", register), ("aclrtHostUnregister", unregister)) if f is None]
+            raise CapabilityError(
+                f"{' and '.join(missing)} not found in libascendcl.so on ascend: the CANN driver is too old for "
+                "host-memory registration; upgrade CANN to a release that provides aclrtHostRegisterV2"
+            )
+        # Without argtypes ctypes would pass a 64-bit address as a C int and truncate it.
+        register.argtypes = (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32)
+        register.restype = ctypes.c_int
+        unregister.argtypes = (ctypes.c_void_p,)
+        unregister.restype = ctypes.c_int
+        return register, unregister
+
+    def pin_host_memory(self, tensor: torch.Tensor) -> None:
+        # The ACL context is per thread: a pool created on one thread and pinned on another fails with 107002.
+        self._bind_device()
+        ptr, nbytes = tensor.data_ptr(), tensor.nbytes
+        err = self._register(ptr, nbytes, self._ACL_HOST_REG_PINNED)
+        _warn_unless_benign(err, (self._ACL_SUCCESS, self._ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED),
+                            f"aclrtHostRegisterV2(0x{ptr:x}, {nbytes}, PINNED)",
+                            "H2D/D2H copies from this buffer take the pageable slow path")
+
+    def unpin_host_memory(self, ptr: int) -> None:
+        self._bind_device()
+        err = self._unregister(ptr)
+        # Any other failure warns: a leaked pin holds host memory until the process exits.
+        _warn_unless_benign(err, (self._ACL_SUCCESS, self._ACL_ERROR_HOST_MEMORY_NOT_REGISTERED),
+                            f"aclrtHostUnregister(0x{ptr:x})", "the buffer may stay page-locked until the process exits")
+
+    def get_distributed_options(self) -> object:
+        try:
+            import torch_npu  # noqa: F401
+        except ImportError:
+            raise CapabilityError(
+                "HCCL process-group options are not available on ascend: torch_npu is not installed; "
+                "pip install torch-npu matching your torch version"
+            ) from None
+        c10d = getattr(getattr(torch_npu, "_C", None), "_distributed_c10d", None)
+        options_cls = getattr(getattr(c10d, "ProcessGroupHCCL", None), "Options", None)
+        # HCCL has no CTA knob; its buffers/timeouts come from HCCL_* variables the bootstrap sets.
+        return options_cls() if options_cls is not None else None
+
+    def bf16_tflops_limit(self, device_name: str | None = None) -> float | None:
+        return bf16_tflops_for(device_name or _first_device_name("ascend"))
+
+
+class PlatformCPU(Platform):
+    enum = PlatformEnum.CPU
+    name = "cpu"
+    tilelang_ops_backend = "torch"
+    distributed_backend = "gloo"
+    _sf_dtype, _sf_itemsize = "int32", 4  # same packing as CUDA so shapes match the CUDA-written code
+
+    def get_distributed_options(self) -> object:
+        return None  # Gloo needs no options
+
+
+PLATFORM_CLASSES: dict[str, type[Platform]] = {c.name: c for c in (PlatformGPU, PlatformNPU, PlatformCPU)}
+
+
+def _code(err: Any) -> int:
+    """torch's cudart binding returns a pybind enum; ctypes returns an int."""
+    try:
+        return int(err)
+    except (TypeError, ValueError):
+        return int(getattr(err, "value", -1))
+
+
+def _warn_unless_benign(err: int, benign: tuple[int, ...], call: str, consequence: str) -> None:
+    if err not in benign:
+        warnings.warn(f"{call} failed (error {err}): {consequence}", RuntimeWarning, stacklevel=3)
+
+
+def _load_libascendcl() -> Any:
+    # torch_npu links libascendcl.so, so the default search path finds the same copy and shares its state.
+    return ctypes.CDLL("libascendcl.so")
+
+
+def _bind_current_npu() -> None:
+    import torch
+
+    torch.npu.set_device(torch.npu.current_device())  # idempotent; binds the ACL context to this thread
+
+
+def resolve_platform_name(config: Any = None, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(name, why): CUDASHIM_PLATFORM, else the config's `platform`, else hardware detection. No torch."""
+    override = envs.get("CUDASHIM_PLATFORM", environ)
+    if override:
+        return str(override), f"CUDASHIM_PLATFORM={envs.raw('CUDASHIM_PLATFORM', environ)} overrides detection"
+    if config is None:
+        from .config import load_config
+
+        config = load_config(environ=environ)
+    if getattr(config, "platform", None):
+        return config.platform, f"platform = {config.platform!r} in {config.path}"
+    from .hardware import accelerator_kind
+
+    root = envs.get("CUDASHIM_SYSROOT", environ) if environ is not None else None
+    kind = accelerator_kind(root) if root else accelerator_kind()
+    where = root or envs.get("CUDASHIM_SYSROOT") or "/"
+    what = {"ascend": "an Ascend NPU was found", "nvidia": "an NVIDIA GPU was found",
+            "cpu": "no Ascend NPU or NVIDIA GPU was found"}.get(kind, f"detection said {kind!r}")
+    return kind, f"{what} (hardware detection under {where}; checked in order ascend, nvidia, cpu)"
+
+
+_cache: dict[str, Any] = {}
+
+
+def platform_name() -> str:
+    """The current platform's name without building the Platform (cheap, cached with it)."""
+    if "platform" in _cache:
+        return _cache["platform"].name
+    if "name" not in _cache:
+        _cache["name"] = resolve_platform_name()[0]
+    return _cache["name"]
+
+
+def get_platform() -> Platform:
+    """The Platform of this process, built once; `_state.reset()` forgets it."""
+    plat = _cache.get("platform")
+    if plat is None:
+        plat = _cache["platform"] = PLATFORM_CLASSES[platform_name()]()
+    return plat
+
+
+@_state.on_reset
+def _reset() -> None:
+    _cache.clear()
