@@ -1,5 +1,9 @@
 """[tool.cudashim] in the nearest pyproject.toml, or cudashim.toml, or CUDASHIM_CONFIG → a frozen Config.
 
+Keys: `platform`; `patches` ("module:symbol" = "replacement.module:symbol", optionally under a
+per-platform sub-table [tool.cudashim.patches.ascend|cpu|nvidia]); `disable` (patch targets or
+built-in pack names). CUDASHIM_DISABLE_PATCHES=key,... adds to `disable` from the environment.
+
 Search order (first hit wins): CUDASHIM_CONFIG / an explicit path; from the script's folder upward,
 in each folder `cudashim.toml` then a `pyproject.toml` holding [tool.cudashim]; the same from the
 working directory. No file → the empty Config. Every malformed input raises ConfigError naming the
@@ -8,8 +12,10 @@ file, the key and the fix.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -86,7 +92,10 @@ def _fail(path: Path, key: str, problem: str, fix: str) -> ConfigError:
 
 
 def _check_ref(path: Path, key: str, ref: Any, what: str) -> str:
-    if not isinstance(ref, str) or ref.count(":") != 1:
+    if not isinstance(ref, str):
+        raise _fail(path, key, f"{what} {ref!r} is a {type(ref).__name__}, not a string",
+                    'quote it: "package.module:symbol"')
+    if ref.count(":") != 1:
         raise _fail(path, key, f"{what} {ref!r} is not of the form \"module:symbol\"",
                     'write it as "package.module:symbol"')
     mod, sym = ref.split(":")
@@ -94,8 +103,47 @@ def _check_ref(path: Path, key: str, ref: Any, what: str) -> str:
         p.isidentifier() for p in sym.split(".")
     ):
         raise _fail(path, key, f"{what} {ref!r} is not a valid module path and symbol",
-                    'use dotted identifiers, e.g. "flash_attn:flash_attn_varlen_func"')
+                    'use dotted identifiers without spaces, e.g. "flash_attn:flash_attn_varlen_func"')
     return ref
+
+
+def _importable(top: str, folders: list[Path]) -> bool:
+    """Cheap existence check of a top-level module: find_spec only, nothing is imported."""
+    try:
+        if importlib.util.find_spec(top) is not None:
+            return True
+    except (ImportError, ValueError):
+        return False
+    # a project-local replacement next to the config file: sys.path does not hold its folder yet
+    # while the bootstrap runs (site import comes before the script's folder is put on sys.path)
+    return importlib.machinery.PathFinder.find_spec(top, [str(f) for f in folders]) is not None
+
+
+def _check_replacement(path: Path, key: str, target: str, repl: str) -> None:
+    if repl == target:
+        raise _fail(path, key, f"{target!r} is replaced by itself", "point it at a different module:symbol, or delete the line")
+    top = repl.split(":")[0].split(".")[0]
+    if not _importable(top, [path.parent, Path.cwd()]):
+        raise _fail(path, key, f"replacement {repl!r} cannot exist: no module named {top!r} is importable",
+                    f"install {top!r} or put it on PYTHONPATH, or fix the module path")
+
+
+def _known_disable_names(patches: tuple[PatchEntry, ...]) -> set[str]:
+    from .patches.packs import PACKS  # data only; imported late to keep config import-light
+
+    known = set(PACKS)
+    for mapping in PACKS.values():
+        known.update(mapping)
+    known.update(p.target for p in patches)
+    return known
+
+
+def _unknown_disable(name: str) -> tuple[str, str]:
+    """(problem, fix) for a disable entry that names nothing."""
+    from .patches.packs import PACKS
+
+    return (f"{name!r} names neither a built-in pack ({', '.join(PACKS)}) nor a patch target",
+            "use a pack name or a \"module:symbol\" that a pack or the patches table defines")
 
 
 def parse_config(data: Mapping[str, Any], path: Path) -> Config:
@@ -106,20 +154,36 @@ def parse_config(data: Mapping[str, Any], path: Path) -> Config:
         if key not in _KEYS:
             raise _fail(path, f"tool.cudashim.{key}", "unknown key", f"use one of {', '.join(_KEYS)}")
     platform = data.get("platform")
+    if platform is not None and not isinstance(platform, str):
+        raise _fail(path, "tool.cudashim.platform", f"{platform!r} is a {type(platform).__name__}, not a string",
+                    f'write platform = "cpu" (one of {", ".join(PLATFORMS)})')
     if platform is not None and platform not in PLATFORMS:
         raise _fail(path, "tool.cudashim.platform", f"{platform!r} is not a platform", f"use one of {', '.join(PLATFORMS)}")
     patches: list[PatchEntry] = []
     raw_patches = data.get("patches", {})
     if not isinstance(raw_patches, Mapping):
         raise _fail(path, "tool.cudashim.patches", "is not a table", 'write entries as "module:symbol" = "replacement.module:symbol"')
-    seen: dict[tuple[str, str | None], str] = {}
+    # target -> key of its line: a target may appear once for all platforms, or once per platform
+    generic: dict[str, str] = {}
+    specific: dict[tuple[str, str], str] = {}
 
     def add(target: Any, repl: Any, plat: str | None, key: str) -> None:
         _check_ref(path, key, target, "target")
         _check_ref(path, key, repl, "replacement")
-        if (target, plat) in seen:
-            raise _fail(path, key, f"target {target!r} is given twice (also at {seen[(target, plat)]})", "keep one of the two lines")
-        seen[(target, plat)] = key
+        if target.split(":")[0].split(".")[0] == "cudashim":
+            raise _fail(path, key, f"target {target!r} is part of cudashim itself", "patch the CUDA-only module the program imports, not the shim")
+        if plat is None:
+            other = generic.get(target) or next((k for (t, _), k in specific.items() if t == target), None)
+        else:
+            other = generic.get(target) or specific.get((target, plat))
+        if other is not None:
+            raise _fail(path, key, f"target {target!r} is given twice (also at [{other}])",
+                        "keep one line per target: either for every platform or under each platform sub-table")
+        if plat is None:
+            generic[target] = key
+        else:
+            specific[(target, plat)] = key
+        _check_replacement(path, key, target, repl)
         patches.append(PatchEntry(target, repl, plat, f"{path}:{key}"))
 
     for k, v in raw_patches.items():
@@ -135,7 +199,26 @@ def parse_config(data: Mapping[str, Any], path: Path) -> Config:
     disable = data.get("disable", [])
     if not isinstance(disable, list) or not all(isinstance(d, str) for d in disable):
         raise _fail(path, "tool.cudashim.disable", f"{disable!r} is not a list of strings", 'write it as disable = ["module:symbol", "pack-name"]')
+    known = _known_disable_names(tuple(patches))
+    for name in disable:
+        if name not in known:
+            raise _fail(path, "tool.cudashim.disable", *_unknown_disable(name))
     return Config(path=path, platform=platform, patches=tuple(patches), disable=frozenset(disable))
+
+
+def _with_env_disable(config: Config, environ: Mapping[str, str] | None) -> Config:
+    from . import envs
+
+    extra = envs.get("CUDASHIM_DISABLE_PATCHES", environ)
+    if not extra:
+        return config
+    known = _known_disable_names(config.patches)
+    for name in extra:  # type: ignore[union-attr]
+        if name not in known:
+            problem, fix = _unknown_disable(name)
+            where = f" (config: {config.path})" if config.path else ""
+            raise ConfigError(f"CUDASHIM_DISABLE_PATCHES: {problem}{where}; {fix}, or unset it")
+    return replace(config, disable=config.disable | frozenset(extra))  # type: ignore[arg-type]
 
 
 def load_config(start: Path | None = None, path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
@@ -144,7 +227,7 @@ def load_config(start: Path | None = None, path: Path | None = None, environ: Ma
         raise ConfigError(f"--config {path}: no such file; give the path of a cudashim.toml or pyproject.toml")
     found = Path(path) if path is not None else find_config_file(start, environ)
     if found is None:
-        return Config()
+        return _with_env_disable(Config(), environ)
     try:
         with open(found, "rb") as f:
             doc = _toml.load(f)
@@ -154,7 +237,6 @@ def load_config(start: Path | None = None, path: Path | None = None, environ: Ma
         raise ConfigError(f"{found}: cannot be read ({e.strerror}); check the path and its permissions") from None
     if found.name == "pyproject.toml":
         table = doc.get("tool", {}).get("cudashim", {})
-        return parse_config(table, found)
-    # cudashim.toml: keys at top level, or under [tool.cudashim] for symmetry
-    table = doc.get("tool", {}).get("cudashim", doc) if "tool" in doc else doc
-    return parse_config(table, found)
+    else:  # cudashim.toml: keys at top level, or under [tool.cudashim] for symmetry
+        table = doc.get("tool", {}).get("cudashim", doc) if "tool" in doc else doc
+    return _with_env_disable(parse_config(table, found), environ)
