@@ -1,0 +1,56 @@
+"""Paged KV-cache write by slot mapping (slot -1 skipped), bf16/fp16 or FP8-e4m3 + UE8M0 scales."""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import torch
+
+from .._common import KernelArgumentError, check_dtype, check_group, check_positive
+from ._ue8m0 import quantize_groups
+
+__all__ = ["store_kv_cache_tl"]
+
+
+@functools.lru_cache(maxsize=None)
+def store_kv_cache_tl(
+    row_elems: int, block_size: int, *, dtype: str = "bfloat16", fp8: bool = False, group_size: int = 32
+) -> Callable[..., None]:
+    """A kernel `(x, cache, slot_mapping, cache_sf=None) -> None` writing x's rows into the cache.
+
+    Static: `row_elems` (elements per token, e.g. num_kv_heads * head_dim), `block_size`, `dtype`
+    of x, `fp8` and its `group_size`. Dynamic: x `(N, ...)` with row_elems per token; cache
+    `(num_blocks, block_size, ...)` (dtype of x, or float8_e4m3fn with fp8); `slot_mapping (N,)`
+    int, slot = block * block_size + offset, -1 = skip; with fp8, `cache_sf (num_blocks,
+    block_size, ...)` of any integer container holding row_elems // group_size UE8M0 bytes per
+    slot, packed little-endian (4 per int32 on CUDA, 2 per int16 on Ascend).
+    """
+    name = "store_kv_cache_tl"
+    check_positive(name, row_elems=row_elems, block_size=block_size)
+    check_dtype(name, dtype)
+    if fp8:
+        check_group(name, row_elems, group_size)
+    want = getattr(torch, dtype)
+
+    def store(x: torch.Tensor, cache: torch.Tensor, slot_mapping: torch.Tensor, cache_sf: torch.Tensor | None = None) -> None:
+        if x.dtype != want:
+            raise KernelArgumentError(f"{name}: x is {x.dtype}, the kernel was built for {want}")
+        if cache.shape[1] != block_size:
+            raise KernelArgumentError(f"{name}: cache block size is {cache.shape[1]}, the kernel was built for {block_size}")
+        rows = x.reshape(-1, row_elems)
+        flat = cache.view(-1, row_elems)  # a view: fails loudly on a non-contiguous cache
+        keep = slot_mapping >= 0
+        # index_copy_ with a filtered index keeps this one vectorised scatter, no loop over tokens
+        slots = slot_mapping[keep].long()
+        if not fp8:
+            flat.index_copy_(0, slots, rows[keep])
+            return
+        if cache_sf is None:
+            raise KernelArgumentError(f"{name}: fp8=True needs cache_sf, the UE8M0 scale cache")
+        q, sf = quantize_groups(rows[keep], group_size)
+        flat.view(torch.uint8).index_copy_(0, slots, q.view(torch.uint8))
+        sf_flat = cache_sf.view(torch.uint8).view(-1, row_elems // group_size)
+        sf_flat.index_copy_(0, slots, sf)
+
+    return store
