@@ -1,8 +1,9 @@
 """Every environment variable the shim reads or sets, typed, in one place.
 
 READ lists the variables the shim reads (its own CUDASHIM_* and the foreign ones it interprets).
-The per-platform table of variables the bootstrap sets lives here too (PLATFORM_ENV, filled by the
-activation layer) so that `cudashim doctor` can print it.
+PLATFORM_ENV is the table of variables the bootstrap sets per platform, before torch is imported;
+`cudashim doctor` prints it. apply_platform_env() applies it to an environ and returns what it
+changed, so a bootstrap that fails later can undo it (undo()).
 Reading never imports torch.
 """
 
@@ -10,11 +11,24 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, MutableMapping
 
 from .errors import EnvError
 
-__all__ = ["Var", "READ", "get", "raw"]
+__all__ = [
+    "Var",
+    "READ",
+    "get",
+    "raw",
+    "EnvRule",
+    "PLATFORM_ENV",
+    "NPU_ALLOC_KEYS",
+    "CUDA_TO_NPU_ALLOC_KEYS",
+    "Change",
+    "translate_alloc_conf",
+    "apply_platform_env",
+    "undo",
+]
 
 
 def _bool(name: str, value: str) -> bool:
@@ -77,6 +91,11 @@ READ: dict[str, Var] = {
         Var("ASCEND_RT_VISIBLE_DEVICES", _str, None, "CANN's visible devices"),
         Var("LOCAL_RANK", _int, None, "rank on this node, set by launchers (torchrun)"),
         Var("LOCAL_WORLD_SIZE", _int, None, "ranks on this node, set by launchers (torchrun)"),
+        Var("CUDASHIM_SCRIPT_DIR", _str, None, "set by `cudashim run`: folder the config search starts from"),
+        Var("CUDASHIM_RANK_DEVICES", _str, None, "set by the bootstrap: 'rank:per_rank' already assigned"),
+        Var("PYTORCH_CUDA_ALLOC_CONF", _str, None, "CUDA allocator settings; translated on ascend"),
+        Var("PYTORCH_NPU_ALLOC_CONF", _str, None, "NPU allocator settings; an explicit value wins"),
+        Var("PYTORCH_ALLOC_CONF", _str, None, "generic allocator settings (torch >= 2.9), read by torch_npu"),
     )
 }
 
@@ -93,3 +112,182 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> object:
     if value is None:
         return var.default
     return var.parse(name, value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the bootstrap sets, per platform (DESIGN.md §3 step 4). Data, printed by `cudashim doctor`.
+#
+# mode "default": set only when absent; an explicit user value always wins.
+# mode "owned":   the shim needs this exact value and sets it even over a user value, saying so once.
+# source:         a CUDA-flavoured variable that, when set, is translated into this one instead of
+#                 `value` (the rule's own translation; see apply_platform_env).
+# when:           a condition the rule applies under (see _CONDITIONS), None for always.
+
+
+@dataclass(frozen=True)
+class EnvRule:
+    platform: str
+    name: str
+    value: str | None  # None: only ever set from `source`
+    mode: str  # "default" | "owned"
+    why: str
+    source: str | None = None
+    when: str | None = None
+
+
+PLATFORM_ENV: tuple[EnvRule, ...] = (
+    EnvRule("ascend", "PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True", "default",
+            "the KV pool and weights fragment fixed segments; translated from PYTORCH_CUDA_ALLOC_CONF when set",
+            source="PYTORCH_CUDA_ALLOC_CONF"),
+    EnvRule("ascend", "TASK_QUEUE_ENABLE", "0", "owned",
+            "direct op dispatch: graph capture must see exactly the tasks of a step"),
+    EnvRule("ascend", "HCCL_BUFFSIZE", "16", "owned",
+            "16 MB collective buffers; larger ones eat the KV pool"),
+    EnvRule("ascend", "HCCL_CONNECT_TIMEOUT", "240", "default", "tolerate slow nodes while ranks connect"),
+    EnvRule("ascend", "HCCL_EXEC_TIMEOUT", "200", "default", "tolerate slow collectives"),
+    EnvRule("ascend", "HCCL_HOST_SOCKET_PORT_RANGE", "auto", "default", "no port clashes between instances"),
+    EnvRule("ascend", "HCCL_NPU_SOCKET_PORT_RANGE", "auto", "default", "no port clashes between instances"),
+    EnvRule("ascend", "TILELANG_DEFAULT_TARGET", "ascend", "default",
+            "torch.cuda.is_available() is True under the alias, so TileLang would otherwise pick cuda"),
+    EnvRule("ascend", "HCCL_SOCKET_IFNAME", None, "default", "the NCCL interface choice carries over to HCCL",
+            source="NCCL_SOCKET_IFNAME"),
+    EnvRule("nvidia", "PYTORCH_NVML_BASED_CUDA_CHECK", "1", "default",
+            "torch.cuda.is_available() asks NVML instead of creating a context that would freeze visibility"),
+    EnvRule("cpu", "TORCH_DEVICE_BACKEND_AUTOLOAD", "0", "default",
+            "torch_npu is installed but there is no NPU: torch's backend autoload would fail `import torch`",
+            when="torch_npu_installed"),
+)
+
+# Keys the NPU caching allocator (torch_npu NPUAllocatorConfig) accepts: its own, then the common
+# ones it supports. Anything else in a translated value would make torch_npu refuse to start.
+NPU_ALLOC_KEYS: frozenset[str] = frozenset({
+    "pin_memory_expandable_segments", "pinned_mem_register", "base_addr_aligned_kb", "page_size",
+    "segment_size_mb", "multi_stream_lazy_reclaim", "pinned_reserve_segment_size_mb",
+    "per_process_memory_fraction", "release_lock_on_npumalloc",
+    "max_split_size_mb", "garbage_collection_threshold", "roundup_power2_divisions", "expandable_segments",
+    "pinned_use_background_threads", "large_segment_size_mb", "max_non_split_rounding_mb",
+})
+# CUDA keys with an NPU twin under another name
+CUDA_TO_NPU_ALLOC_KEYS: dict[str, str] = {"release_lock_on_cudamalloc": "release_lock_on_npumalloc"}
+# torch_npu refuses expandable segments together with these, so the default is not added next to them
+_EXCLUDES_EXPANDABLE = ("expandable_segments", "max_split_size_mb", "garbage_collection_threshold")
+
+Change = tuple[str, str | None]  # (name, previous value or None): what undo() puts back
+
+
+def _alloc_items(value: str) -> list[tuple[str, str]]:
+    """'a:1,b:[1:2,3:4]' -> [('a', '1'), ('b', '[1:2,3:4]')]: commas inside brackets do not split."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(value + ","):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            part = value[start:i].strip()
+            start = i + 1
+            if part:
+                key, _, val = part.partition(":")
+                items.append((key.strip(), val.strip()))
+    return items
+
+
+def translate_alloc_conf(value: str) -> tuple[str, tuple[str, ...]]:
+    """A PYTORCH_CUDA_ALLOC_CONF value as PYTORCH_NPU_ALLOC_CONF: (translated, dropped keys).
+
+    Known keys are kept (renamed where the NPU calls them differently), unknown ones dropped;
+    expandable_segments:True is added unless the value says otherwise or sets a key it excludes.
+    """
+    kept: list[tuple[str, str]] = []
+    dropped: list[str] = []
+    for key, val in _alloc_items(value):
+        key = CUDA_TO_NPU_ALLOC_KEYS.get(key, key)
+        if key in NPU_ALLOC_KEYS:
+            kept.append((key, val))
+        else:
+            dropped.append(key)
+    if not any(k in _EXCLUDES_EXPANDABLE for k, _ in kept):
+        kept.insert(0, ("expandable_segments", "True"))
+    return ",".join(f"{k}:{v}" for k, v in kept), tuple(dropped)
+
+
+def _torch_npu_installed() -> bool:
+    # find_spec only locates it: importing torch_npu would import torch, which must not happen here
+    from importlib.util import find_spec
+
+    try:
+        return find_spec("torch_npu") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+_CONDITIONS: dict[str, Callable[[], bool]] = {"torch_npu_installed": _torch_npu_installed}
+
+
+def _alloc_conf_value(rule: EnvRule, env: Mapping[str, str], notes: list[str]) -> str | None:
+    """What PYTORCH_NPU_ALLOC_CONF should be set to, or None to leave it alone."""
+    npu, generic = env.get("PYTORCH_NPU_ALLOC_CONF"), env.get("PYTORCH_ALLOC_CONF")
+    if npu is not None and generic is not None and npu != generic:
+        # torch_npu copies the NPU value over PYTORCH_ALLOC_CONF itself, so equal values are what a
+        # child of a torch_npu process inherits; different ones mean two settings fight
+        raise EnvError(
+            f"PYTORCH_NPU_ALLOC_CONF={npu!r} and PYTORCH_ALLOC_CONF={generic!r} are both set and differ; "
+            f"torch_npu honours only one of them on ascend: unset one (keep PYTORCH_NPU_ALLOC_CONF)"
+        )
+    if npu is not None or generic is not None:
+        return None  # explicit wins; and a second NPU value next to PYTORCH_ALLOC_CONF would conflict
+    cuda = env.get(rule.source) if rule.source else None
+    if cuda is None:
+        return rule.value
+    translated, dropped = translate_alloc_conf(cuda)
+    if dropped:
+        notes.append(
+            f"{rule.source}={cuda!r}: the NPU allocator does not know {', '.join(repr(k) for k in dropped)}; "
+            f"dropped and set PYTORCH_NPU_ALLOC_CONF={translated!r} (set PYTORCH_NPU_ALLOC_CONF yourself to choose)"
+        )
+    return translated
+
+
+def apply_platform_env(
+    platform: str, environ: MutableMapping[str, str] | None = None, *, notes: list[str] | None = None
+) -> list[Change]:
+    """Apply PLATFORM_ENV for `platform` to environ (default os.environ); return [(name, previous)].
+
+    Messages worth a warning (an owned value overridden, allocator keys dropped) are appended to
+    `notes`. Raises EnvError, having changed nothing, when the environment contradicts itself.
+    """
+    env = os.environ if environ is None else environ
+    notes = [] if notes is None else notes
+    planned: list[tuple[str, str]] = []
+    for rule in PLATFORM_ENV:
+        if rule.platform != platform or (rule.when is not None and not _CONDITIONS[rule.when]()):
+            continue
+        current = env.get(rule.name)
+        if rule.name == "PYTORCH_NPU_ALLOC_CONF":
+            value = _alloc_conf_value(rule, env, notes)
+        elif rule.source is not None and env.get(rule.source) is not None:
+            value = env[rule.source]
+        else:
+            value = rule.value
+        if value is None or current == value:
+            continue
+        if current is not None and rule.mode == "default":
+            continue  # the user's explicit value wins
+        if current is not None:
+            notes.append(f"{rule.name}={current!r} overridden to {value!r} on {platform}: the shim owns it ({rule.why})")
+        planned.append((rule.name, value))
+    changes: list[Change] = []
+    for name, value in planned:
+        changes.append((name, env.get(name)))
+        env[name] = value
+    return changes
+
+
+def undo(changes: list[Change], environ: MutableMapping[str, str] | None = None) -> None:
+    """Put back what apply_platform_env (or any [(name, previous)] list) changed, newest first."""
+    env = os.environ if environ is None else environ
+    for name, previous in reversed(changes):
+        if previous is None:
+            env.pop(name, None)
+        else:
+            env[name] = previous

@@ -1,0 +1,297 @@
+"""Switching the shim on in a process, before any user code and before torch (DESIGN.md §2-§3).
+
+bootstrap() is what the sitecustomize trampolines call; activate()/deactivate() are the in-code
+route. The order is the point:
+
+  config -> platform -> device visibility -> environment -> import hook (patches; alias layer
+  right after `import torch`) -> the user's own sitecustomize
+
+Since torch 2.5 `import torch` auto-loads torch_npu, which freezes device visibility and reads the
+allocator settings, so everything up to the import hook must be settled before torch is imported;
+nothing here imports torch. Each step that changes the process records how to undo it: a step that
+fails undoes the earlier ones, so a failed bootstrap leaves the process as it found it.
+
+Failure policy: under `cudashim run` (CUDASHIM_STRICT=1) a failure prints one message and exits 2
+before user code; under a bare PYTHONPATH activation it warns loudly on stderr and leaves the
+process unshimmed, so pip and other tools sharing the environment keep working.
+
+This folder is what `cudashim run` puts first on PYTHONPATH, so keep it to this file and the
+trampoline: every module here is importable top-level in every shimmed process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+from .. import _state, envs
+from ..errors import ConfigError, CudashimError
+
+__all__ = ["TRAMPOLINE_MARK", "bootstrap", "activate", "deactivate", "status"]
+
+# first line of both trampolines: how the sitecustomize chain recognises (and skips) our own copies
+TRAMPOLINE_MARK = "cudashim-trampoline"
+_PLATFORMS = ("ascend", "nvidia", "cpu")
+
+
+class _Active:
+    """What one activation did, and how to take it back (newest first)."""
+
+    def __init__(self, source: str, platform: str, reason: str, config: Any, undo: list[Callable[[], None]]):
+        self.source = source
+        self.platform = platform
+        self.reason = reason
+        self.config = config
+        self.undo = undo
+
+
+_active: _Active | None = None
+_bootstrap_runs = 0  # how many times bootstrap() did its work in this process: 0 or 1
+_chained: str | None = None  # origin of the user's sitecustomize we ran
+
+
+def _flag(name: str) -> bool:
+    """A boolean variable read leniently: a malformed value counts as set (it was set on purpose)."""
+    try:
+        return bool(envs.get(name))
+    except CudashimError:
+        return True
+
+
+def _trace(msg: str) -> None:
+    if _flag("CUDASHIM_DEBUG"):
+        sys.stderr.write(f"cudashim[{os.getpid()}]: {msg}\n")
+
+
+def _warn(msg: str) -> None:
+    import warnings
+
+    warnings.warn(f"cudashim: {msg}", UserWarning, stacklevel=3)
+
+
+def _script_dir() -> str | None:
+    """Where the config search starts: pinned by `cudashim run` for the whole process tree, else
+    the folder of the script this interpreter runs (sys.argv[0]; '-c'/'-m' and embedders have none)."""
+    pinned = envs.raw("CUDASHIM_SCRIPT_DIR")
+    if pinned:
+        return pinned
+    argv = getattr(sys, "argv", None) or [""]
+    if argv[0] and argv[0] not in ("-c", "-m") and os.path.isfile(argv[0]):
+        return os.path.dirname(os.path.abspath(argv[0]))
+    return None
+
+
+def _on_torch(platform: str, module: Any) -> None:
+    from .. import aliases
+
+    aliases.install(platform)
+
+
+def _activate(source: str, *, script_dir: str | None, config_path: str | None = None,
+              platform: str | None = None) -> _Active:
+    """Run every step, in order; on any failure undo what was done and re-raise."""
+    import functools
+    from pathlib import Path
+
+    undo: list[Callable[[], None]] = []
+    notes: list[str] = []
+    try:
+        from ..config import load_config
+
+        config = load_config(start=Path(script_dir) if script_dir else None,
+                             path=Path(config_path) if config_path else None)
+        if platform is not None:
+            # through the environment, so get_platform() and child processes agree with us
+            undo.append(functools.partial(envs.undo, [("CUDASHIM_PLATFORM", os.environ.get("CUDASHIM_PLATFORM"))]))
+            os.environ["CUDASHIM_PLATFORM"] = platform
+        from ..platform import resolve_platform_name
+
+        name, reason = resolve_platform_name(config)
+        from .. import visibility
+
+        changes = visibility.reconcile(name, notes=notes)
+        undo.append(functools.partial(envs.undo, changes))
+        changes = envs.apply_platform_env(name, notes=notes)
+        undo.append(functools.partial(envs.undo, changes))
+        from .. import aliases, patches
+
+        patches.install(config, name)
+        undo.append(patches.uninstall)  # also drops the pending torch callback below
+        undo.append(aliases.uninstall)
+        # at once when torch is already loaded (activate() after `import torch`)
+        patches.when_imported("torch", functools.partial(_on_torch, name))
+        if envs.raw("CUDASHIM_REPORT"):
+            from .. import report
+
+            report.enabled()  # decides now and registers the at-exit write, even if nothing is recorded
+    except BaseException:
+        for fn in reversed(undo):
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - undo as much as possible; the first error is the story
+                pass
+        raise
+    for note in notes:
+        _warn(note)
+    _trace(f"{source}: platform={name} ({reason}); config={config.path}")
+    return _Active(source, name, reason, config, undo)
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, CudashimError):
+        return f"{type(err).__name__}: {err}"
+    return (f"internal error {type(err).__name__}: {err} (a bug in cudashim; "
+            f"CUDASHIM_DEBUG=1 shows the traceback, CUDASHIM_DISABLE=1 runs without the shim)")
+
+
+def bootstrap() -> None:
+    """Activate the shim for this process from the environment; once per process; never raises.
+
+    Called by the trampolines while `site` imports sitecustomize. CUDASHIM_DISABLE=1 makes it a
+    no-op, except that the user's own sitecustomize is still chained (we must never shadow it).
+    """
+    global _active, _bootstrap_runs
+    if _bootstrap_runs:
+        return
+    _bootstrap_runs += 1
+    strict = _flag("CUDASHIM_STRICT")
+    try:
+        if envs.get("CUDASHIM_DISABLE"):
+            _trace("bootstrap disabled (CUDASHIM_DISABLE)")
+        elif _active is None:
+            _active = _activate("bootstrap", script_dir=_script_dir())
+            _trace("bootstrap done")
+    except Exception as err:  # noqa: BLE001 - the failure policy below is the whole point
+        if _flag("CUDASHIM_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        if strict:
+            sys.stderr.write(f"cudashim: cannot start: {_describe(err)}\n")
+            sys.stderr.flush()
+            os._exit(2)  # before user code; nothing to flush or clean up yet
+        sys.stderr.write(
+            f"cudashim: WARNING: the shim is OFF in this process: {_describe(err)}\n"
+            f"cudashim: (activated through PYTHONPATH, so the program continues unshimmed; "
+            f"`python -m cudashim run` would stop here instead)\n"
+        )
+    _chain_user_sitecustomize()
+
+
+def _is_trampoline(origin: str) -> bool:
+    try:
+        with open(origin, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    return TRAMPOLINE_MARK.encode() in head
+
+
+def _chain_user_sitecustomize() -> None:
+    """Run the next `sitecustomize` on sys.path that is not one of our trampolines, once.
+
+    Python imports only the first sitecustomize it finds, which is ours; without this a user's
+    (or the distribution's) would silently never run. After it ran it is sys.modules['sitecustomize'],
+    as it would have been without the shim.
+    """
+    global _chained
+    if _chained is not None:
+        return
+    _chained = ""
+    from importlib.machinery import PathFinder
+
+    for entry in list(sys.path):
+        try:
+            spec = PathFinder.find_spec("sitecustomize", [entry])
+        except (ImportError, OSError, ValueError):
+            continue
+        if spec is None or spec.origin is None or spec.loader is None or _is_trampoline(spec.origin):
+            continue
+        _chained = spec.origin
+        _run_sitecustomize(spec)
+        return
+
+
+def _run_sitecustomize(spec: Any) -> None:
+    import importlib.util
+
+    ours = sys.modules.get("sitecustomize")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 - reported exactly as site.py reports a failing sitecustomize
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours
+        else:
+            sys.modules.pop("sitecustomize", None)
+        if sys.flags.verbose:
+            sys.excepthook(*sys.exc_info())
+        else:
+            sys.stderr.write(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(err).__name__}: {err}\n")
+    _trace(f"chained sitecustomize {spec.origin}")
+
+
+def activate(platform: str | None = None, *, config: str | os.PathLike[str] | None = None) -> str | None:
+    """Switch the shim on from code: the bootstrap's steps, in this process, without exec.
+
+    Returns the platform name (None when CUDASHIM_DISABLE=1). Raises the CudashimError that stopped
+    it, having undone its earlier steps. Called after `import torch` it warns (visibility and the
+    allocator settings may already be frozen) and installs what still helps: patches and aliases.
+    """
+    global _active
+    if envs.get("CUDASHIM_DISABLE"):
+        return None
+    if platform is not None and platform not in _PLATFORMS:
+        raise ConfigError(f"cudashim.activate(platform={platform!r}): not a platform; use one of {', '.join(_PLATFORMS)}")
+    if _active is not None:
+        if platform in (None, _active.platform):
+            return _active.platform
+        raise ConfigError(
+            f"cudashim.activate(platform={platform!r}): the shim is already active on {_active.platform}; "
+            f"call cudashim.deactivate() first"
+        )
+    if "torch" in sys.modules:
+        _warn(
+            "activate() was called after `import torch`: device visibility and allocator settings set now "
+            "may not take effect (torch/torch_npu read them at import); the alias layer and patches are "
+            "installed now. Start with `python -m cudashim run` to settle everything before torch loads."
+        )
+    _active = _activate("activate", script_dir=_script_dir(),
+                        config_path=os.fspath(config) if config is not None else None, platform=platform)
+    return _active.platform
+
+
+def deactivate() -> None:
+    """Undo the activation (bootstrap or activate()): aliases, patches, environment. Idempotent."""
+    global _active
+    active, _active = _active, None
+    if active is None:
+        return
+    for fn in reversed(active.undo):
+        fn()
+
+
+def status() -> dict[str, Any]:
+    """What the shim did in this process (doctor, tests)."""
+    a = _active
+    return {
+        "active": a is not None,
+        "source": a.source if a else None,
+        "platform": a.platform if a else None,
+        "reason": a.reason if a else None,
+        "config": str(a.config.path) if a and a.config.path else None,
+        "bootstrap_runs": _bootstrap_runs,
+        "chained_sitecustomize": _chained or None,
+    }
+
+
+def _reset() -> None:
+    global _bootstrap_runs, _chained
+    deactivate()
+    _bootstrap_runs = 0
+    _chained = None
+
+
+_state.on_reset(_reset)

@@ -1,0 +1,139 @@
+"""`cudashim run [--platform P] [--config FILE] [--report FILE] (script.py | -m module | -c code | EXECUTABLE) args...`
+
+The launcher changes nothing in the program: it puts the bootstrap folder first on PYTHONPATH, sets
+CUDASHIM_STRICT=1 (and the variables its options stand for) and replaces itself with the program
+through exec. sys.argv, __main__, exit codes, signals and stdin are therefore exactly python's, and
+every child Python process (multiprocessing spawn, torchrun workers, subprocess) inherits the
+environment and is shimmed too. The bootstrap in the new process does the real work, before the
+first user line runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+__all__ = ["BOOTSTRAP_DIR", "USAGE", "main", "python_path", "build_command"]
+
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
+PLATFORMS = ("ascend", "nvidia", "cpu")
+USAGE = (
+    "usage: python -m cudashim run [--platform ascend|nvidia|cpu] [--config FILE] [--report FILE]\n"
+    "                              (script.py | -m module | -c code | EXECUTABLE) [args...]"
+)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def python_path(current: str | None, first: str = BOOTSTRAP_DIR) -> str:
+    """`first` at the front of a PYTHONPATH value, once; the user's entries kept in their order."""
+    norm = os.path.normcase(os.path.abspath(first))
+    rest = [p for p in (current or "").split(os.pathsep)
+            if p and os.path.normcase(os.path.abspath(p)) != norm]
+    return os.pathsep.join([first, *rest])
+
+
+def _interpreter_options() -> list[str]:
+    """Options given to the interpreter that runs us (`python -X dev -u -m cudashim run ...`), so the
+    program runs under the same ones; none when started through the console script."""
+    argv = list(getattr(sys, "orig_argv", []))
+    for i in range(1, len(argv) - 1):
+        if argv[i] == "-m" and argv[i + 1] in ("cudashim", "cudashim.cli"):
+            return argv[1:i]
+        if not argv[i].startswith("-"):
+            break
+    return []
+
+
+def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg in ("-h", "--help"):
+            raise _UsageError("")
+        name, eq, value = arg.partition("=")
+        if name in ("--platform", "--config", "--report"):
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise _UsageError(f"{name} needs a value")
+                value = argv[i + 1]
+                i += 1
+            opts[name[2:]] = value
+            i += 1
+            continue
+        if arg.startswith("--") or (arg.startswith("-") and arg not in ("-m", "-c") and len(arg) > 1):
+            raise _UsageError(f"unknown option {arg!r}")
+        break
+    rest = argv[i:]
+    if not rest:
+        raise _UsageError("nothing to run: give a script, -m module, -c code or an executable")
+    return opts, rest
+
+
+def build_command(rest: list[str]) -> tuple[str, list[str], str]:
+    """(file to exec, its argv, folder the config search starts from) for what follows the options."""
+    py = sys.executable
+    pre = [py, *_interpreter_options()]
+    head = rest[0]
+    if head in ("-m", "-c"):
+        if len(rest) < 2:
+            raise _UsageError(f"{head} needs an argument")
+        return py, [*pre, *rest], os.getcwd()
+    if head.endswith((".py", ".pyw")) or os.path.isdir(head):
+        if not os.path.exists(head):
+            raise FileNotFoundError(head)
+        return py, [*pre, *rest], os.path.dirname(os.path.abspath(head))
+    exe = shutil.which(head)
+    if exe is not None:
+        return exe, rest, os.getcwd()  # argv[0] stays as the user typed it
+    if os.path.isfile(head):  # a Python script without the .py suffix, as `python name` would run it
+        return py, [*pre, *rest], os.path.dirname(os.path.abspath(head))
+    raise FileNotFoundError(head)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        opts, rest = _parse(args)
+        platform = opts.get("platform")
+        if platform is not None and platform.strip().lower() not in PLATFORMS:
+            raise _UsageError(f"--platform {platform!r} is not a platform; use one of {', '.join(PLATFORMS)}")
+        config = opts.get("config")
+        if config is not None and not os.path.isfile(config):
+            raise _UsageError(f"--config {config!r}: no such file; give the path of a cudashim.toml or pyproject.toml")
+        file, child_argv, script_dir = build_command(rest)
+    except _UsageError as e:
+        if str(e):
+            print(f"cudashim run: {e}", file=sys.stderr)
+        print(USAGE, file=sys.stderr if str(e) else sys.stdout)
+        return 2 if str(e) else 0
+    except FileNotFoundError as e:
+        # the message python itself prints for a missing script, same exit code
+        print(f"cudashim run: can't open file {os.path.abspath(str(e))!r}: [Errno 2] No such file or directory "
+              f"(nor is {str(e)!r} an executable on PATH)", file=sys.stderr)
+        return 2
+    env = os.environ
+    env["PYTHONPATH"] = python_path(env.get("PYTHONPATH"))
+    env["CUDASHIM_STRICT"] = "1"
+    env["CUDASHIM_SCRIPT_DIR"] = script_dir
+    if platform is not None:
+        env["CUDASHIM_PLATFORM"] = platform.strip().lower()
+    if config is not None:
+        env["CUDASHIM_CONFIG"] = os.path.abspath(config)
+    if opts.get("report") is not None:
+        env["CUDASHIM_REPORT"] = os.path.abspath(opts["report"])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(file, child_argv)
+    except OSError as e:
+        print(f"cudashim run: cannot start {child_argv[0]!r}: {e.strerror}", file=sys.stderr)
+        return 126 if e.errno in (13, 8) else 127
+    return 0  # not reached

@@ -1,0 +1,103 @@
+"""Device visibility, settled before torch (and with it torch_npu and the ACL runtime) loads.
+
+The runtime freezes the visible device list when it initialises, so this must run in the bootstrap,
+before `import torch` (which auto-loads torch_npu since torch 2.5). Pure: takes an environ, returns
+the [(name, previous)] changes for undo and the messages worth a warning.
+
+- ascend: CUDA_VISIBLE_DEVICES and ASCEND_RT_VISIBLE_DEVICES must agree, because code under the alias
+  layer reads the CUDA one while CANN reads the Ascend one. One set -> copied to the other (with a
+  warning); both set and different -> refused; not ascending -> refused (CANN hides devices otherwise).
+- nvidia / ascend: CUDASHIM_DEVICES_PER_RANK=N with LOCAL_RANK narrows each rank to N consecutive devices.
+- cpu: nothing to reconcile (no runtime reads these variables there).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import MutableMapping
+
+from . import envs
+from .envs import Change
+from .errors import VisibilityError
+
+__all__ = ["CUDA", "ASCEND", "reconcile"]
+
+CUDA = "CUDA_VISIBLE_DEVICES"
+ASCEND = "ASCEND_RT_VISIBLE_DEVICES"
+# the variables each platform's runtime reads; per-rank assignment writes all of them
+_WRITES = {"ascend": (ASCEND, CUDA), "nvidia": (CUDA,)}
+_MARK = "CUDASHIM_RANK_DEVICES"
+
+
+def _ids(name: str, env: MutableMapping[str, str]) -> tuple[int, ...] | None:
+    from .hardware.visible import visible_device_ids
+
+    return visible_device_ids(env.get(name), name)
+
+
+def _reconcile_ascend(env: MutableMapping[str, str], notes: list[str]) -> list[tuple[str, str]]:
+    cuda, ascend = _ids(CUDA, env), _ids(ASCEND, env)
+    for name, ids in ((ASCEND, ascend), (CUDA, cuda)):
+        if ids and list(ids) != sorted(ids):
+            raise VisibilityError(
+                f"{name}={env[name]!r} is not in ascending order; on ascend CANN then hides devices "
+                f"silently: list them ascending, e.g. {','.join(map(str, sorted(ids)))!r}"
+            )
+    if cuda is not None and ascend is not None:
+        if cuda != ascend:
+            raise VisibilityError(
+                f"CUDA_VISIBLE_DEVICES={env[CUDA]!r} and ASCEND_RT_VISIBLE_DEVICES={env[ASCEND]!r} differ; "
+                f"on ascend both name the same NPUs: set them to the same list, or unset CUDA_VISIBLE_DEVICES"
+            )
+        return []
+    if ascend is not None:
+        notes.append(f"CUDA_VISIBLE_DEVICES copied from ASCEND_RT_VISIBLE_DEVICES={env[ASCEND]!r} so code reading either sees the same NPUs")
+        return [(CUDA, env[ASCEND])]
+    if cuda is not None:
+        notes.append(f"ASCEND_RT_VISIBLE_DEVICES set from CUDA_VISIBLE_DEVICES={env[CUDA]!r}: on ascend it selects the NPUs")
+        return [(ASCEND, env[CUDA])]
+    return []
+
+
+def _assign_rank(platform: str, env: MutableMapping[str, str]) -> list[tuple[str, str]]:
+    per_rank = envs.get("CUDASHIM_DEVICES_PER_RANK", env)
+    rank = envs.get("LOCAL_RANK", env)
+    if per_rank is None or rank is None or platform not in _WRITES:
+        return []
+    mark = f"{rank}:{per_rank}"
+    if env.get(_MARK) == mark:
+        return []  # a child of a rank already narrowed: its list is this rank's slice already
+    if per_rank < 1:
+        raise VisibilityError(f"CUDASHIM_DEVICES_PER_RANK={per_rank} gives a rank no device; use 1 or more, or unset it")
+    from .hardware.visible import assign_visible_devices, format_visible_devices
+
+    ids = assign_visible_devices(rank, per_rank, kind=platform, environ=env)
+    value = format_visible_devices(ids)
+    return [(name, value) for name in _WRITES[platform]] + [(_MARK, mark)]
+
+
+def reconcile(platform: str, environ: MutableMapping[str, str] | None = None, *, notes: list[str] | None = None) -> list[Change]:
+    """Settle the visible-device variables of `platform` in environ; return [(name, previous)].
+
+    Raises VisibilityError (or EnvError for a malformed CUDASHIM_DEVICES_PER_RANK / LOCAL_RANK)
+    before changing anything.
+    """
+    env = os.environ if environ is None else environ
+    notes = [] if notes is None else notes
+    # validated first on every platform: a typo here would otherwise surface only on the big machine
+    envs.get("CUDASHIM_DEVICES_PER_RANK", env)
+    envs.get("LOCAL_RANK", env)
+    planned: list[tuple[str, str]] = []
+    if platform == "ascend":
+        planned += _reconcile_ascend(env, notes)
+        scratch = dict(env)
+        scratch.update(planned)
+        planned += _assign_rank(platform, scratch)
+    else:
+        planned += _assign_rank(platform, env)
+    changes: list[Change] = []
+    for name, value in dict(planned).items():  # later steps win (rank slice over the copy)
+        if env.get(name) != value:
+            changes.append((name, env.get(name)))
+            env[name] = value
+    return changes
