@@ -1,0 +1,317 @@
+"""The cpu alias layer: CUDA-written PyTorch code addresses the CPU, unchanged.
+
+install() runs right after `import torch` (the import hook calls it through cudashim.aliases); it
+binds, and uninstall() restores every original exactly. Semantics (DESIGN.md section 5):
+
+* torch.cuda is a device module for the CPU: is_available() is True, device_count() is
+  CUDASHIM_CPU_DEVICES / LOCAL_WORLD_SIZE / 1, streams and events work (events time with the host
+  clock), memory queries describe this process and the host (see _cpu_memory), properties are the
+  documented CPU answer (see _cpu_device).
+* CUDA tensors are CPU tensors: device="cuda", "cuda:N", torch.device("cuda", N) and int indices
+  land on the CPU in every factory torch itself lists (torch.utils._device._device_constructors()
+  and the *_like family), Tensor.to/cuda/new_*, Module.to/cuda/to_empty, torch.load's map_location,
+  torch.set_default_device and `with torch.device("cuda")`, torch.Generator(device="cuda").
+  `t.device.type` is "cpu" (torch.device objects cannot be faked); `t.is_cuda` is True for CPU
+  tensors ("on the target device"), and `t.get_device()` is the current CUDA index.
+* Pinned memory is a no-op: pin_memory=True is dropped, .pin_memory() returns the tensor.
+* Autocast: device_type "cuda" becomes "cpu"; an explicit dtype is honoured (float16 and bfloat16
+  both run under CPU autocast); without one the CPU default applies (bfloat16): the same result
+  as the code written for the CPU, and the CPU's fast reduced-precision type. GradScaler("cuda")
+  is a CPU GradScaler.
+* Distributed: "nccl" is "gloo" (also in "cpu:gloo,cuda:nccl"), device ids are dropped (Gloo and
+  CPU DDP/FSDP take none), DeviceMesh("cuda") is a CPU mesh. dist.get_backend() answers "gloo".
+* torch.compile: tensors are CPU tensors, so Inductor generates C++; Triton is never chosen.
+* Loud limits (CapabilityError at construction / first call): CUDA graphs, symmetric memory,
+  CUDA C++ extensions, Triton launches no patch replaced.
+
+Why wrappers and not a TorchFunctionMode: a mode runs Python on every torch call of the program,
+wrappers only on the calls that take a device; and modes interfere with torch.compile tracing.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .. import _state
+from . import _cpu_device, _cpu_limits, _cpu_memory, _cpu_streams
+from ._common import (
+    Bindings,
+    DeviceRewriter,
+    discover_factories,
+    map_location_for,
+    when_imported,
+    wrap_args,
+    wrap_factory,
+)
+from ._distributed import bind_distributed
+
+__all__ = ["install", "uninstall", "installed", "rewriter"]
+
+_bindings = Bindings()
+_rewrite: DeviceRewriter | None = None
+_POSITIONAL_DEVICE: dict[str, int] = {}  # factories whose device may come positionally (none in torch 2.13)
+
+_MEMORY = ("mem_get_info", "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
+           "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
+           "reset_accumulated_memory_stats", "empty_cache", "memory_summary", "memory_snapshot",
+           "set_per_process_memory_fraction")
+_STREAMS = ("Stream", "ExternalStream", "Event", "StreamContext", "stream", "current_stream", "default_stream",
+            "set_stream")
+
+
+def installed() -> bool:
+    return _rewrite is not None
+
+
+def rewriter() -> DeviceRewriter | None:
+    """The active "cuda" -> cpu device rewriter (None when not installed)."""
+    return _rewrite
+
+
+def _bind_cuda(torch: Any, name: str, value: Any, treatment: str) -> None:
+    # bound on torch.cuda and on every torch.cuda.* submodule holding the same original, so
+    # `from torch.cuda.memory import memory_allocated` sees the alias too
+    cuda = torch.cuda
+    orig = getattr(cuda, name, None)
+    _bindings.bind(cuda, name, value, f"torch.cuda.{name}", treatment)
+    if orig is None:
+        return
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.startswith("torch.cuda.") and mod is not None and getattr(mod, name, None) is orig:
+            _bindings.bind(mod, name, value)
+
+
+def install() -> None:
+    """Alias torch.cuda to the CPU (idempotent)."""
+    global _rewrite
+    if _rewrite is not None:
+        return
+    import torch
+
+    rw = DeviceRewriter(torch, "cpu", keep_index=False)
+    _rewrite = rw
+    try:
+        _install(torch, rw)
+    except BaseException:
+        uninstall()
+        raise
+
+
+def _install(torch: Any, rw: DeviceRewriter) -> None:
+    b = _bindings
+    dm = _cpu_device.DeviceModule(torch, rw)
+
+    # torch.cuda as a CPU device module
+    for name, value in dm.table().items():
+        _bind_cuda(torch, name, value, "emulated")
+    for name in _MEMORY:
+        _bind_cuda(torch, name, getattr(_cpu_memory, name), "emulated")
+    for name in _STREAMS:
+        _bind_cuda(torch, name, getattr(_cpu_streams, name), "emulated")
+    for name, value in _cpu_limits.LIMIT_TABLE.items():
+        _bind_cuda(torch, name, value, "unsupported")
+    for name, value in _cpu_device.legacy_types(torch):
+        _bind_cuda(torch, name, value, "aliased")
+    for name, value in _cpu_device.nvtx_table().items():
+        b.bind(torch.cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
+
+    # factories, discovered from torch
+    for ns, name in discover_factories(torch):
+        fn = getattr(ns, name)
+        b.bind(ns, name, wrap_factory(fn, rw, positional=_POSITIONAL_DEVICE.get(name)),
+               f"{ns.__name__}.{name}(device='cuda')", "aliased")
+    _bind_tensor(torch, rw, dm)
+    _bind_module(torch, rw, dm)
+    _bind_misc(torch, rw)
+
+    bind_distributed(b, torch, {"nccl": "gloo"}, device_id=lambda d: None if rw.is_cuda(d) else d,
+                     device_ids=lambda ids: None, device_type=lambda t: rw(t), is_active=installed)
+    _bind_lazy_limits()
+
+
+def _bind_tensor(torch: Any, rw: DeviceRewriter, dm: _cpu_device.DeviceModule) -> None:
+    b, T = _bindings, torch.Tensor
+    orig_to, orig_get_device = T.to, T.get_device
+    device_cls = torch.device
+
+    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            a = args[0]
+            c = a.__class__
+            if c is str or c is int or c is device_cls:
+                args = (rw(a),) + args[1:]
+        if kwargs:
+            d = kwargs.get("device")
+            if d is not None:
+                kwargs["device"] = rw(d)
+        return orig_to(self, *args, **kwargs)
+
+    def cuda(self: Any, device: Any = None, non_blocking: bool = False,
+             memory_format: Any = torch.preserve_format) -> Any:
+        if device is not None:
+            dm.index(device, "Tensor.cuda")
+        return orig_to(self, "cpu", non_blocking=non_blocking, memory_format=memory_format)
+
+    def pin_memory(self: Any, device: Any = None) -> Any:
+        return self  # pageable host memory is what the CPU copies from anyway
+
+    def get_device(self: Any) -> int:
+        return dm.current if self.is_cpu else orig_get_device(self)
+
+    def record_stream(self: Any, stream: Any) -> None:
+        return None  # no allocator stream to tie the tensor to: every stream is ordered
+
+    to.__wrapped__ = orig_to  # type: ignore[attr-defined]
+    b.bind(T, "to", to, "Tensor.to", "aliased")
+    b.bind(T, "cuda", cuda, "Tensor.cuda", "aliased")
+    b.bind(T, "pin_memory", pin_memory, "Tensor.pin_memory", "emulated")
+    b.bind(T, "get_device", get_device, "Tensor.get_device", "aliased")
+    b.bind(T, "record_stream", record_stream, "Tensor.record_stream", "emulated")
+    b.bind(T, "is_cuda", property(lambda self: self.is_cpu, doc="True on the target device (cpu)"),
+           "Tensor.is_cuda", "aliased")
+    for name in ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided"):
+        if hasattr(T, name):
+            b.bind(T, name, wrap_factory(getattr(T, name), rw), f"Tensor.{name}", "aliased")
+
+    def storage_cuda(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
+        return self
+
+    for st in (torch.UntypedStorage, torch.TypedStorage):
+        b.bind(st, "cuda", storage_cuda, f"{st.__name__}.cuda", "aliased")
+
+
+def _bind_module(torch: Any, rw: DeviceRewriter, dm: _cpu_device.DeviceModule) -> None:
+    b, M = _bindings, torch.nn.Module
+    orig_to, orig_to_empty = M.to, M.to_empty
+    device_cls = torch.device
+
+    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args and args[0].__class__ in (str, int, device_cls):
+            args = (rw(args[0]),) + args[1:]
+        if kwargs.get("device") is not None:
+            kwargs["device"] = rw(kwargs["device"])
+        return orig_to(self, *args, **kwargs)
+
+    def cuda(self: Any, device: Any = None) -> Any:
+        if device is not None:
+            dm.index(device, "Module.cuda")
+        return orig_to(self, "cpu")
+
+    def to_empty(self: Any, *, device: Any, recurse: bool = True) -> Any:
+        return orig_to_empty(self, device=rw(device), recurse=recurse)
+
+    b.bind(M, "to", to, "Module.to", "aliased")
+    b.bind(M, "cuda", cuda, "Module.cuda", "aliased")
+    b.bind(M, "to_empty", to_empty, "Module.to_empty", "aliased")
+
+    dp = torch.nn.DataParallel
+
+    def dp_forward(self: Any, *inputs: Any, **kwargs: Any) -> Any:
+        return self.module(*inputs, **kwargs)  # one host: nothing to scatter
+
+    b.bind(dp, "forward", dp_forward, "torch.nn.DataParallel", "emulated")
+
+
+def _bind_misc(torch: Any, rw: DeviceRewriter) -> None:
+    b = _bindings
+    import torch.serialization as ser
+    import torch.utils._device as udev
+
+    orig_load = ser.load
+
+    def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return orig_load(f, map_location_for(map_location, rw, ser.default_restore_location), *args, **kwargs)
+
+    load.__wrapped__ = orig_load  # type: ignore[attr-defined]
+    b.bind(torch, "load", load, "torch.load(map_location)", "aliased")
+    b.bind(ser, "load", load)
+
+    # torch.set_default_device and `with torch.device("cuda")` both construct a DeviceContext
+    b.bind(udev.DeviceContext, "__init__", wrap_args(udev.DeviceContext.__init__, {"device": (1, rw)}),
+           "torch.set_default_device", "aliased")
+
+    gen = torch.Generator
+    b.bind(torch, "Generator", _alias_class(gen, lambda device="cpu", *a, **k: gen(rw(device), *a, **k)),
+           "torch.Generator(device='cuda')", "aliased")
+
+    # autocast / GradScaler: patched in place so torch.cuda.amp's subclasses and isinstance() hold
+    ac = torch.amp.autocast_mode.autocast
+    b.bind(ac, "__init__", wrap_args(ac.__init__, {"device_type": (1, rw)}), "torch.autocast('cuda')", "aliased")
+    cuda_ac = torch.cuda.amp.autocast
+
+    def cuda_ac_init(self: Any, enabled: bool = True, dtype: Any = None, cache_enabled: bool = True) -> None:
+        ac.__init__(self, "cpu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    b.bind(cuda_ac, "__init__", cuda_ac_init, "torch.cuda.amp.autocast", "aliased")
+    for fname in ("is_autocast_enabled", "get_autocast_dtype"):
+        orig = getattr(torch, fname)
+
+        def query(*args: Any, _orig: Any = orig) -> Any:
+            if not args or args[0] == "cuda":
+                return _orig("cpu")
+            return _orig(*args)
+
+        b.bind(torch, fname, query, f"torch.{fname}", "aliased")
+    gs = torch.amp.grad_scaler.GradScaler
+    orig_gs = gs.__init__
+
+    def gs_init(self: Any, device: Any = "cuda", *args: Any, **kwargs: Any) -> None:
+        orig_gs(self, rw(device), *args, **kwargs)
+
+    b.bind(gs, "__init__", gs_init, "torch.amp.GradScaler('cuda')", "aliased")
+
+
+def _alias_class(cls: type, make: Any) -> type:
+    """A stand-in for cls whose construction goes through make() and that answers isinstance /
+    issubclass for cls; instances are real cls instances, so C++ type checks are unaffected."""
+    meta = type(cls)
+
+    def __call__(self: type, *args: Any, **kwargs: Any) -> Any:
+        return make(*args, **kwargs) if self is alias else meta.__call__(self, *args, **kwargs)
+
+    def __instancecheck__(self: type, inst: Any) -> bool:
+        return isinstance(inst, cls)
+
+    def __subclasscheck__(self: type, sub: type) -> bool:
+        return issubclass(sub, cls)
+
+    alias_meta = meta("_Alias" + meta.__name__, (meta,), {"__call__": __call__, "__instancecheck__": __instancecheck__,
+                                                          "__subclasscheck__": __subclasscheck__})
+    alias = alias_meta(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    return alias
+
+
+def _bind_lazy_limits() -> None:
+    b = _bindings
+
+    def cpp_ext(mod: Any) -> None:
+        if installed():
+            for name, fn in _cpu_limits.cpp_extension_bindings(mod).items():
+                b.bind(mod, name, fn, f"torch.utils.cpp_extension.{name}", "unsupported")
+
+    def symm(mod: Any) -> None:
+        if installed():
+            for name, fn in _cpu_limits.symmetric_memory_bindings(mod).items():
+                b.bind(mod, name, fn, f"torch.distributed._symmetric_memory.{name}", "unsupported")
+
+    def triton_jit(mod: Any) -> None:
+        cls = getattr(mod, "JITFunction", None)
+        if installed() and cls is not None and hasattr(cls, "run"):
+            b.bind(cls, "run", _cpu_limits.triton_run(cls.run), "triton.JITFunction.run", "unsupported")
+
+    when_imported("torch.utils.cpp_extension", cpp_ext)
+    when_imported("torch.distributed._symmetric_memory", symm)
+    when_imported("triton.runtime.jit", triton_jit)
+
+
+def uninstall() -> None:
+    """Put back every original (idempotent)."""
+    global _rewrite
+    _bindings.restore()
+    _rewrite = None
+    _cpu_streams._reset()
+    _cpu_memory._reset()
+
+
+_state.on_reset(uninstall)
