@@ -169,7 +169,7 @@ def discover_gpus(root: str | None = None, nvml: NvmlQuery | None = None) -> lis
     if nvml is None and device.is_real_root(root):
         nvml = query_nvml
     from_nvml = tuple(nvml() or ()) if nvml is not None else ()
-    by_bus = {d.bus_id: d for d in from_nvml if d.bus_id}
+    by_bus = {normalize_bus_id(d.bus_id): d for d in from_nvml if d.bus_id}
     by_index = {d.index: d for d in from_nvml}
 
     found: list[tuple[int, str | None, str | None]] = []  # (minor, bus id, procfs model)
@@ -186,8 +186,8 @@ def discover_gpus(root: str | None = None, nvml: NvmlQuery | None = None) -> lis
     for minor, bus, model in sorted(found, key=lambda f: f[0]):
         # without procfs the minor number is the best key NVML offers (they agree on usual setups)
         nv = by_bus.get(bus) if bus else by_index.get(minor)
-        if bus is None and nv is not None:
-            bus = nv.bus_id
+        if bus is None and nv is not None and nv.bus_id:
+            bus = normalize_bus_id(nv.bus_id)
         gpus.append(
             GpuDevice(
                 index=minor,
