@@ -29,9 +29,10 @@ def accelerator_kind(root: str | None = None) -> Kind:
     key = device.resolve_root(root)
     kind = _kind_cache.get(key)
     if kind is None:
-        if ascend.is_available(key):
+        dev_names = device.list_dir(device.join(key, "/dev"))  # both probes need it: list it once
+        if ascend.is_available(key, dev_names):
             kind = "ascend"
-        elif nvidia.is_available(key):
+        elif nvidia.is_available(key, dev_names):
             kind = "nvidia"
         else:
             kind = "cpu"

@@ -14,7 +14,7 @@ NUMA placement, best source first:
 from __future__ import annotations
 
 import re
-from typing import Mapping, NamedTuple
+from typing import Mapping, NamedTuple, Sequence
 
 from . import cpu, device
 from ._errors import HardwareError
@@ -85,11 +85,23 @@ def davinci_indices(root: str | None = None) -> tuple[int, ...]:
     return tuple(sorted(int(m.group(1)) for m in map(_DAVINCI.match, names) if m))
 
 
-def is_available(root: str | None = None) -> bool:
+def is_available(root: str | None = None, dev_names: Sequence[str] | None = None) -> bool:
+    """Any sign of an NPU. Stops at the first one: this is on every program's start-up path.
+
+    dev_names: the listing of <root>/dev when the caller already has it (detection lists it once).
+    """
     root = device.resolve_root(root)
-    if device.exists(device.join(root, "/dev/davinci_manager")) or davinci_indices(root):
+    if dev_names is None:
+        dev_names = device.list_dir(device.join(root, "/dev"))
+    if any(n == "davinci_manager" or _DAVINCI.match(n) for n in dev_names if n.startswith("davinci")):
         return True
-    return bool(ubcore_entries(root))
+    base = device.join(root, _UBCORE)
+    for name in device.list_dir(base):
+        if name.startswith("udma"):
+            units = device.read_int(f"{base}/{name}/device/ub_totalues")
+            if units is not None and units > 0:
+                return True
+    return False
 
 
 def parse_npu_smi_topo(text: str) -> dict[int, frozenset[int]] | None:

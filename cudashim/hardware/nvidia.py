@@ -95,8 +95,14 @@ def device_node_indices(root: str | None = None) -> tuple[int, ...]:
     return tuple(sorted(int(m.group(1)) for m in map(_DEV_NODE.match, names) if m))
 
 
-def is_available(root: str | None = None) -> bool:
-    return bool(proc_bus_ids(root) or device_node_indices(root))
+def is_available(root: str | None = None, dev_names: Sequence[str] | None = None) -> bool:
+    """Any GPU in procfs or /dev (dev_names: the /dev listing when the caller already has it)."""
+    root = device.resolve_root(root)
+    if proc_bus_ids(root):
+        return True
+    if dev_names is None:
+        dev_names = device.list_dir(device.join(root, "/dev"))
+    return any(_DEV_NODE.match(n) for n in dev_names if n.startswith("nvidia"))
 
 
 def pci_numa_node(bus_id: str, root: str | None = None) -> int | None:
