@@ -1,0 +1,365 @@
+"""The Ascend alias layer: torch_npu's own ``transfer_to_npu``, then the gaps real engines hit.
+
+Run by the import hook right after ``import torch`` when the platform is ``ascend``:
+
+1. ``import torch_npu`` and ``torch_npu.contrib.transfer_to_npu``: upstream maps ``torch.cuda.*`` onto
+   ``torch.npu.*``, device arguments ``cuda`` → ``npu``, NCCL → HCCL. We do not redo any of it.
+2. The gaps, each a small binding undone by ``uninstall()``:
+
+   * ``torch.npu.Stream.cuda_stream`` → ``npu_stream`` (code hands the raw stream to C++/libraries);
+   * ``torch.cuda.CUDAGraph(keep_graph=…)`` accepted, the argument dropped: an NPU graph exists only
+     instantiated. ``instantiate()`` is a no-op for the same reason. ``raw_cuda_graph()`` /
+     ``raw_cuda_graph_exec()`` — what keep_graph is for (in-graph event timers) — raise CapabilityError;
+   * ``torch.cuda.graph(cuda_graph=…, pool, stream, capture_error_mode)`` mapped onto the NPU signature
+     (``npu_graph`` first, ``auto_dispatch_capture`` fourth: a positional CUDA call would be misread);
+   * ``TILELANG_DEFAULT_TARGET=ascend`` set if absent (an explicit value wins);
+   * ``torch.cuda.memory.*`` answered by ``torch_npu.npu.memory`` where it has the same function, and
+     ``torch.cuda.memory._set_allocator_settings("k:v,…")`` honoured or refused key by key
+     (ALLOCATOR_KEYS: only expandable_segments can change at run time on the NPU allocator);
+   * the probe list (cudashim/aliases/probes.py): TileLang's target detection and friends see the real
+     ``torch.cuda.is_available()`` (False on an NPU-only host) while they run;
+   * the capability table's Ascend rows enforced where an engine asks for them (ENFORCED: symmetric
+     memory, PDL, batch-invariant mode, graph timers) through ``cudashim.capabilities.require``.
+
+``torch.version.cuda`` policy: left as it is (``None`` with the CPU torch that torch_npu runs on).
+It names the CUDA toolkit torch was built against; code reads it to choose nvcc, cuBLAS or Triton's
+CUDA backend, none of which can load here. Faking a version would send those libraries to CUDA
+binaries that fail later and less clearly. "Is there an accelerator?" is ``torch.cuda.is_available()``,
+which is True.
+
+``uninstall()`` removes our gap fillers; what transfer_to_npu did stays (upstream has no undo).
+Verification level: L1 — tests/ascend/ composes this with the real transfer_to_npu.py from the
+torch-npu 2.13.0 wheel over CPU torch; no NPU behaviour is verified here.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import sys
+import warnings
+from types import ModuleType
+from typing import Any, Callable
+
+from .. import capabilities, report
+from ..errors import CapabilityError, CudashimError
+from . import probes
+from ._common import Bindings
+
+__all__ = ["install", "uninstall", "installed", "ALLOCATOR_KEYS", "ENFORCED", "TILELANG_TARGET"]
+
+PLATFORM = "ascend"
+TILELANG_TARGET = "ascend"
+
+# torch.cuda.memory._set_allocator_settings keys -> what happens on ascend
+#   "runtime": forwarded to torch_npu.npu.memory._set_allocator_settings (the only key it accepts)
+#   "startup": refused: the NPU allocator reads it from PYTORCH_NPU_ALLOC_CONF at start only
+#   "degrade": performance-only, no NPU equivalent: dropped with one warning
+#   anything else: refused, named
+ALLOCATOR_KEYS: dict[str, str] = {
+    "expandable_segments": "runtime",
+    "max_split_size_mb": "startup",
+    "garbage_collection_threshold": "startup",
+    "roundup_power2_divisions": "degrade",
+    "release_lock_on_cudamalloc": "degrade",
+    "pinned_use_cuda_host_register": "degrade",
+    "pinned_num_register_threads": "degrade",
+    "pinned_use_background_threads": "degrade",
+}
+
+# where an engine asks for something the Ascend column of the capability table refuses or degrades:
+# (module, attribute, capability id, when) — "call": every call; "truthy": only when the first argument
+# (or enabled=/mode=) is truthy, so switching the feature *off* stays a plain call.
+ENFORCED: tuple[tuple[str, str, str, str], ...] = (
+    ("torch.distributed._symmetric_memory", "empty", "symmetric_memory", "call"),
+    ("torch.distributed._symmetric_memory", "rendezvous", "symmetric_memory", "call"),
+    ("torch.distributed._symmetric_memory", "enable_symm_mem_for_group", "symmetric_memory", "call"),
+    ("torch.distributed._symmetric_memory", "get_symm_mem_workspace", "symmetric_memory", "call"),
+    ("deep_gemm", "set_pdl", "pdl", "truthy"),
+    ("tile_kernels", "set_pdl", "pdl", "truthy"),
+    ("batch_invariant_ops", "set_batch_invariant_mode", "batch_invariant", "truthy"),
+    ("batch_invariant_ops", "enable_batch_invariant_mode", "batch_invariant", "call"),
+    ("vllm.model_executor.layers.batch_invariant", "enable_batch_invariant_mode", "batch_invariant", "call"),
+)
+
+_bindings = Bindings()
+_installed = False
+_env_set: dict[str, str] = {}
+
+
+def installed() -> bool:
+    return _installed
+
+
+def _import_torch_npu() -> ModuleType:
+    try:
+        return importlib.import_module("torch_npu")
+    except ImportError as exc:
+        raise CudashimError(
+            f"torch_npu cannot be imported on platform ascend ({exc}); install the torch-npu build matching "
+            "your torch (pip install torch-npu==<torch version>), or set CUDASHIM_PLATFORM=cpu to run on the CPU"
+        ) from exc
+
+
+def _real_is_available(torch: Any) -> Callable[[], bool]:
+    # transfer_to_npu keeps the pre-patch function as its module global `is_available`; when it ran
+    # before us (the user imported it) that is the truth, otherwise torch.cuda's own still is
+    upstream = sys.modules.get("torch_npu.contrib.transfer_to_npu")
+    real = getattr(upstream, "is_available", None)
+    return real if callable(real) else torch.cuda.is_available
+
+
+# ---- streams -------------------------------------------------------------------------------------------
+
+def _cuda_stream(self: Any) -> int:
+    return self.npu_stream
+
+
+def _fill_streams(npu: Any) -> None:
+    getter: Callable[[Any], int] = _cuda_stream
+    if report.enabled():
+        getter = report.wrap("torch.cuda.Stream.cuda_stream", "aliased", _cuda_stream)
+    for name in ("Stream", "ExternalStream", "SyncLaunchStream"):
+        cls = getattr(npu, name, None)
+        if isinstance(cls, type) and "cuda_stream" not in vars(cls):
+            _bindings.bind(cls, "cuda_stream", property(getter, doc="The NPU stream handle (npu_stream)."))
+
+
+# ---- graphs --------------------------------------------------------------------------------------------
+
+def _make_graph_classes(npu: Any) -> tuple[type, type] | None:
+    NPUGraph, npu_graph_ctx = getattr(npu, "NPUGraph", None), getattr(npu, "graph", None)
+    if not isinstance(NPUGraph, type) or not isinstance(npu_graph_ctx, type):
+        return None
+
+    class CUDAGraph(NPUGraph):  # type: ignore[misc, valid-type]
+        """torch.cuda.CUDAGraph on ascend: a torch.npu.NPUGraph that takes CUDA's arguments."""
+
+        def __new__(cls, keep_graph: bool = False) -> Any:
+            return super().__new__(cls)
+
+        def __init__(self, keep_graph: bool = False) -> None:
+            # an NPU graph exists only instantiated: there is no raw graph to keep
+            super().__init__()
+            self.cudashim_keep_graph_requested = bool(keep_graph)
+
+        def instantiate(self) -> None:
+            """A no-op: an NPU graph is instantiated when its capture ends."""
+            capabilities.require("cuda_graph_instantiate", PLATFORM, api="torch.cuda.CUDAGraph.instantiate")
+
+        def raw_cuda_graph(self) -> int:
+            capabilities.require("cuda_graph_keep_graph", PLATFORM, api="torch.cuda.CUDAGraph.raw_cuda_graph")
+            capabilities.require("graph_event_timers", PLATFORM, api="torch.cuda.CUDAGraph.raw_cuda_graph")
+            raise CapabilityError("torch.cuda.CUDAGraph.raw_cuda_graph is not available on ascend; "
+                                  "NPU graphs have no raw cudaGraph_t [capability cuda_graph_keep_graph]")
+
+        def raw_cuda_graph_exec(self) -> int:
+            capabilities.require("graph_event_timers", PLATFORM, api="torch.cuda.CUDAGraph.raw_cuda_graph_exec")
+            raise CapabilityError("torch.cuda.CUDAGraph.raw_cuda_graph_exec is not available on ascend; "
+                                  "NPU graphs have no cudaGraphExec_t [capability graph_event_timers]")
+
+    class graph(npu_graph_ctx):  # type: ignore[misc, valid-type]
+        """torch.cuda.graph on ascend: CUDA's signature mapped onto torch.npu.graph's."""
+
+        def __init__(self, cuda_graph: Any = None, pool: Any = None, stream: Any = None,
+                     capture_error_mode: str = "global", *, npu_graph: Any = None,
+                     auto_dispatch_capture: bool = False) -> None:
+            g = cuda_graph if cuda_graph is not None else npu_graph
+            if g is None:
+                raise TypeError("torch.cuda.graph() needs the graph to capture into: "
+                                "torch.cuda.graph(torch.cuda.CUDAGraph()) or cuda_graph=...")
+            super().__init__(g, pool=pool, stream=stream, auto_dispatch_capture=auto_dispatch_capture,
+                             capture_error_mode=capture_error_mode)
+
+    for cls, name in ((CUDAGraph, "CUDAGraph"), (graph, "graph")):
+        cls.__module__, cls.__qualname__, cls.__name__ = "torch.cuda", name, name
+    return CUDAGraph, graph
+
+
+def _fill_graphs(torch: Any, npu: Any) -> None:
+    made = _make_graph_classes(npu)
+    if made is None:  # a torch_npu without graphs: the cuda_graphs capability row says what fails
+        return
+    CUDAGraph, graph = made
+    owners = [torch.cuda]
+    graphs_mod = sys.modules.get("torch.cuda.graphs")
+    if graphs_mod is not None:  # `from torch.cuda.graphs import CUDAGraph` too
+        owners.append(graphs_mod)
+    for owner in owners:
+        _bindings.bind(owner, "CUDAGraph", CUDAGraph, api="torch.cuda.CUDAGraph")
+        _bindings.bind(owner, "graph", graph, api="torch.cuda.graph")
+
+
+# ---- environment ---------------------------------------------------------------------------------------
+
+def _pin_tilelang_target() -> None:
+    # set-if-absent: an explicit TILELANG_DEFAULT_TARGET (even "cuda", for cross-compiling) always wins
+    if "TILELANG_DEFAULT_TARGET" not in os.environ:
+        os.environ["TILELANG_DEFAULT_TARGET"] = TILELANG_TARGET
+        _env_set["TILELANG_DEFAULT_TARGET"] = TILELANG_TARGET
+
+
+def _unpin_env() -> None:
+    for name, value in _env_set.items():
+        if os.environ.get(name) == value:  # the program changed it since: its value stays
+            del os.environ[name]
+    _env_set.clear()
+
+
+# ---- torch.cuda.memory ---------------------------------------------------------------------------------
+
+def _parse_allocator_settings(settings: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in str(settings).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, value = part.partition(":")
+        if not sep:
+            raise CapabilityError(
+                f"torch.cuda.memory._set_allocator_settings({settings!r}): {part!r} is not key:value; "
+                "write it as e.g. 'expandable_segments:True'")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def _make_set_allocator_settings(npu_memory: Any) -> Callable[[str], None]:
+    forward = getattr(npu_memory, "_set_allocator_settings", None)
+
+    def _set_allocator_settings(settings: str) -> None:
+        """torch.cuda.memory._set_allocator_settings on ascend: honoured or refused key by key."""
+        honoured = []
+        for key, value in _parse_allocator_settings(settings):
+            kind = ALLOCATOR_KEYS.get(key)
+            if kind == "runtime" and forward is not None:
+                honoured.append(f"{key}:{value}")
+            elif kind == "startup":
+                raise CapabilityError(
+                    f"torch.cuda.memory._set_allocator_settings: {key!r} cannot change at run time on ascend "
+                    f"(the NPU allocator reads it once at start); set {key}:{value} in PYTORCH_NPU_ALLOC_CONF "
+                    "(or PYTORCH_CUDA_ALLOC_CONF, which cudashim copies there) before the program starts")
+            elif kind == "degrade":
+                warnings.warn(
+                    f"torch.cuda.memory._set_allocator_settings: {key!r} has no NPU equivalent on ascend and is "
+                    "ignored (performance only; results are unchanged)", RuntimeWarning, stacklevel=2)
+            else:
+                raise CapabilityError(
+                    f"torch.cuda.memory._set_allocator_settings: {key!r} is not an allocator setting torch_npu "
+                    f"understands on ascend; remove it from the call (at run time ascend takes only "
+                    f"{', '.join(k for k, v in ALLOCATOR_KEYS.items() if v == 'runtime')})")
+        if honoured:
+            forward(",".join(honoured))
+
+    return _set_allocator_settings
+
+
+def _fill_memory(torch: Any, npu: Any) -> None:
+    cuda_memory = getattr(torch.cuda, "memory", None)
+    npu_memory = getattr(npu, "memory", None)
+    if not isinstance(cuda_memory, ModuleType) or npu_memory is None:
+        return
+    # torch.cuda.X is aliased by transfer_to_npu, torch.cuda.memory.X is not (it patches three names):
+    # every function both modules define goes to the NPU one
+    for name, value in list(vars(cuda_memory).items()):
+        if name.startswith("__") or name == "_set_allocator_settings" or not callable(value):
+            continue
+        if isinstance(value, type) or getattr(value, "__module__", None) != cuda_memory.__name__:
+            continue  # classes and re-exports stay: only the module's own functions are CUDA calls
+        target = getattr(npu_memory, name, None)
+        if callable(target) and target is not value:
+            _bindings.bind(cuda_memory, name, target, api=f"torch.cuda.memory.{name}")
+    _bindings.bind(cuda_memory, "_set_allocator_settings", _make_set_allocator_settings(npu_memory),
+                   api="torch.cuda.memory._set_allocator_settings", treatment="emulated")
+
+
+# ---- capability enforcement ----------------------------------------------------------------------------
+
+def _truthy_request(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    if args:
+        return bool(args[0])
+    for key in ("enabled", "enable", "mode", "value"):
+        if key in kwargs:
+            return bool(kwargs[key])
+    return True  # a bare call of a setter means "on"
+
+
+def _enforcing(fn: Callable[..., Any], api: str, cap: str, when: str) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def enforced(*args: Any, **kwargs: Any) -> Any:
+        if when == "call" or _truthy_request(args, kwargs):
+            if not capabilities.supported(cap, PLATFORM):
+                report.record(api, "unsupported")
+            capabilities.require(cap, PLATFORM, api=api)
+        return fn(*args, **kwargs)
+
+    enforced.__cudashim_enforced__ = cap  # type: ignore[attr-defined]
+    return enforced
+
+
+def _enforce(module_name: str, attr: str, cap: str, when: str, module: ModuleType) -> None:
+    if not _installed:
+        return
+    fn = getattr(module, attr, None)
+    if not callable(fn) or getattr(fn, "__cudashim_enforced__", None) is not None:
+        return
+    if capabilities.entry(cap, PLATFORM).status == "native":
+        return
+    _bindings.bind(module, attr, _enforcing(fn, f"{module_name}.{attr}", cap, when))
+
+
+def _enforce_capabilities() -> None:
+    for module_name, attr, cap, when in ENFORCED:
+        probes._when_imported(module_name, functools.partial(_enforce, module_name, attr, cap, when))
+
+
+# ---- report --------------------------------------------------------------------------------------------
+
+def _report_aliases(torch: Any, npu: Any) -> None:
+    # transfer_to_npu bound torch.cuda.X to torch.npu.X; re-bind each through the report so calls count
+    for name in getattr(npu, "__all__", ()):
+        value = getattr(torch.cuda, name, None)
+        if value is None or value is not getattr(npu, name, None) or not callable(value):
+            continue
+        _bindings.bind(torch.cuda, name, value, api=f"torch.cuda.{name}")
+
+
+# ---- entry points --------------------------------------------------------------------------------------
+
+def install() -> None:
+    """transfer_to_npu, then the gap fillers. Idempotent; torch must be imported already."""
+    global _installed
+    if _installed:
+        return
+    torch = importlib.import_module("torch")
+    torch_npu = _import_torch_npu()
+    real = _real_is_available(torch)
+    importlib.import_module("torch_npu.contrib.transfer_to_npu")
+    npu = torch_npu.npu
+    _installed = True
+    try:
+        _fill_streams(npu)
+        _fill_graphs(torch, npu)
+        _pin_tilelang_target()
+        _fill_memory(torch, npu)
+        probes.install(PLATFORM, real)
+        _enforce_capabilities()
+        if report.enabled():
+            _report_aliases(torch, npu)
+    except BaseException:
+        uninstall()
+        raise
+
+
+def uninstall() -> None:
+    """Remove the gap fillers (transfer_to_npu's own changes stay: upstream has no undo). Idempotent."""
+    global _installed
+    _installed = False
+    probes.uninstall()
+    _bindings.restore()
+    _unpin_env()
+
+
+from .._state import on_reset  # noqa: E402
+
+on_reset(uninstall)

@@ -1,0 +1,94 @@
+"""Fetch the torch-npu 2.13.0 wheel (cached) and build the recorded torch_npu stand-in around its real files.
+
+Real, copied verbatim from the wheel: torch_npu/contrib/transfer_to_npu.py and apis_config.json, the
+NPUGraph and graph classes of torch_npu/npu/graphs.py, _apply_patches of
+torch_npu/_init/patches/monkey_patches.py, and torch_npu.npu's __all__. Everything native is the
+recorded stand-in under tests/ascend/standin/. Nothing is installed: the stand-in lives in a temporary
+folder put first on sys.path of a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+__all__ = ["WHEEL_SPEC", "cache_dir", "fetch_wheel", "build_standin", "REAL_FILES"]
+
+WHEEL_SPEC = "torch-npu==2.13.0"
+_GLOB = "torch_npu-2.13.0-*.whl"
+STANDIN = Path(__file__).resolve().parent / "standin"
+REAL_FILES = ("torch_npu/contrib/transfer_to_npu.py", "torch_npu/contrib/apis_config.json")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("CUDASHIM_WHEEL_CACHE", Path.home() / ".cache" / "cudashim" / "wheels"))
+
+
+def fetch_wheel() -> tuple[Path | None, str]:
+    """(path of the cached wheel, "") or (None, why it could not be downloaded)."""
+    cache = cache_dir()
+    found = sorted(cache.glob(_GLOB)) if cache.is_dir() else []
+    if found:
+        return found[0], ""
+    cache.mkdir(parents=True, exist_ok=True)
+    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
+            WHEEL_SPEC, "-d", str(cache)]
+    # the file we need is the same in every build; the pinned form works from any host
+    pinned = base + ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11",
+                     "--implementation", "cp"]
+    errors = []
+    for cmd in (base, pinned):
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            errors.append(str(exc))
+            continue
+        found = sorted(cache.glob(_GLOB))
+        if found:
+            return found[0], ""
+        errors.append((proc.stderr or proc.stdout).strip().splitlines()[-1:] and
+                      (proc.stderr or proc.stdout).strip().splitlines()[-1] or f"exit {proc.returncode}")
+    return None, f"pip download {WHEEL_SPEC} failed: {'; '.join(errors)}"
+
+
+def _segments(source: str, names: set[str]) -> list[str]:
+    tree = ast.parse(source)
+    out = [ast.get_source_segment(source, node) for node in tree.body
+           if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in names]
+    found = {node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))} & names
+    if found != names:
+        raise LookupError(f"the wheel no longer defines {sorted(names - found)}; update tests/ascend/_wheel.py")
+    return [s for s in out if s]
+
+
+def _all_of(source: str) -> list[str]:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    raise LookupError("torch_npu/npu/__init__.py has no literal __all__")
+
+
+def build_standin(wheel: Path, dest: Path) -> Path:
+    """The folder to put first on sys.path: the recorded torch_npu with the wheel's real files in it."""
+    site = dest / "site"
+    shutil.copytree(STANDIN, site, ignore=shutil.ignore_patterns("__pycache__"))
+    pkg = site / "torch_npu"
+    with zipfile.ZipFile(wheel) as zf:
+        for member in REAL_FILES:
+            (site / member).write_bytes(zf.read(member))
+        graphs = zf.read("torch_npu/npu/graphs.py").decode()
+        monkey = zf.read("torch_npu/_init/patches/monkey_patches.py").decode()
+        npu_init = zf.read("torch_npu/npu/__init__.py").decode()
+    header = (pkg / "npu" / "_graphs_header.py").read_text()
+    (pkg / "npu" / "graphs.py").write_text(
+        header + "\n\n# ---- verbatim from the wheel ----\n\n" + "\n\n\n".join(_segments(graphs, {"NPUGraph", "graph"})) + "\n")
+    header = (pkg / "_init" / "patches" / "_monkey_header.py").read_text()
+    (pkg / "_init" / "patches" / "monkey_patches.py").write_text(
+        header + "\n\n# ---- verbatim from the wheel ----\n\n" + "\n\n".join(_segments(monkey, {"_apply_patches"})) + "\n")
+    (pkg / "npu" / "_real_all.py").write_text(f"NAMES = {_all_of(npu_init)!r}\n")
+    return site
