@@ -68,18 +68,23 @@ def bf16_tflops_for(device_name: str | None) -> float | None:
     return None
 
 
-def _first_device_name(kind: str) -> str | None:
-    """The first device's marketing name from cudashim.hardware (NVML / npu-smi), never from a device context."""
+def _first_device_name(kind: str, root: str | None = None) -> str | None:
+    """The first device's name from cudashim.hardware (NVML / procfs / sysfs), never from a device context."""
     try:
         from . import hardware
-    except ImportError:
-        return None
-    finder = getattr(hardware, "device_names", None)
-    try:
-        names = finder(kind) if callable(finder) else None
+
+        if kind == "nvidia":
+            gpus = hardware.discover_gpus(root)
+            return gpus[0].name if gpus else None
+        if kind == "ascend":
+            from .hardware import ascend
+
+            # only Ascend 950-class (UB) systems expose devices under /sys/class/ubcore; davinci-only
+            # nodes (910B and older) carry no chip name we can read without the runtime
+            return "Ascend 950" if ascend.ubcore_entries(root) else None
     except Exception:  # a probe failing only means "unknown peak"
         return None
-    return names[0] if names else None
+    return None
 
 
 class Platform:
