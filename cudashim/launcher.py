@@ -116,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if str(e) else 0
     except FileNotFoundError as e:
         # the message python itself prints for a missing script, same exit code
-        print(f"cudashim run: can't open file {os.path.abspath(str(e))!r}: [Errno 2] No such file or directory "
-              f"(nor is {str(e)!r} an executable on PATH)", file=sys.stderr)
+        name = str(e)
+        also = "" if name.endswith((".py", ".pyw")) else f" (nor is {name!r} an executable on PATH)"
+        print(f"cudashim run: can't open file {os.path.abspath(name)!r}: [Errno 2] No such file or directory{also}",
+              file=sys.stderr)
         return 2
     env = os.environ
     env["PYTHONPATH"] = python_path(env.get("PYTHONPATH"))
