@@ -76,20 +76,21 @@ _EAGER = "run with enforce_eager=True (or your engine's eager switch) so no grap
 _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("module:symbol" = "repl.module:symbol")'
 
 # nvidia cells stay L0 until the H200 run lands (the lead updates them); ascend cells are L0 unless a contract
-# test composes them with real torch_npu code (L1) or they lower through TileLang (L2).
+# test composes them with real torch_npu code (L1: tests/ascend/test_transfer_to_npu_contract.py runs the
+# alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2).
 TABLE: tuple[Capability, ...] = (
     _cap("cuda_graphs", "CUDA graphs", "torch.cuda.CUDAGraph",
          Entry(N, RAISE_CONSTRUCTION, "L0", "torch.cuda.CUDAGraph / torch.cuda.graph"),
-         Entry(E, RAISE_CONSTRUCTION, "L0", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
+         Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
          Entry(U, RAISE_CONSTRUCTION, "L0", "the CPU has no graph capture", _EAGER)),
     _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
          Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
-         Entry(U, RAISE_CONSTRUCTION, "L0", "NPU graphs exist only instantiated",
-               "construct torch.cuda.CUDAGraph() without keep_graph when not PLATFORM.is_gpu"),
+         Entry(U, RAISE_CALL, "L1", "keep_graph=True is accepted and dropped (NPU graphs exist only "
+               "instantiated); raw_cuda_graph() raises", "do not ask for the raw graph when not PLATFORM.is_gpu"),
          Entry(U, RAISE_CONSTRUCTION, "L0", "the CPU has no graph capture", _EAGER)),
     _cap("cuda_graph_instantiate", "CUDAGraph.instantiate()", "torch.cuda.CUDAGraph.instantiate",
          Entry(N, RAISE_CALL, "L0", "explicit instantiation after capture with keep_graph=True"),
-         Entry(E, None, "L0", "a no-op: an NPU graph is instantiated when capture ends"),
+         Entry(E, None, "L1", "a no-op: an NPU graph is instantiated when capture ends"),
          Entry(U, RAISE_CALL, "L0", "the CPU has no graph capture", _EAGER)),
     _cap("graph_event_timers", "in-graph event timers", "CUDAGraphTimer",
          Entry(N, RAISE_CALL, "L0", "event-record nodes inside a kept graph"),
@@ -98,7 +99,7 @@ TABLE: tuple[Capability, ...] = (
          Entry(U, RAISE_CALL, "L0", "no graphs on the CPU", "check the timer's supported() and time outside the graph")),
     _cap("symmetric_memory", "symmetric memory", "torch.distributed._symmetric_memory",
          Entry(N, RAISE_CALL, "L0", "symm_mem.empty / rendezvous over NVLink"),
-         Entry(U, RAISE_CALL, "L0", "no NPU implementation of symm_mem",
+         Entry(U, RAISE_CALL, "L1", "no NPU implementation of symm_mem",
                "disable the intra-node symmetric-memory path (e.g. EPLB shuffle) and use process-group collectives"),
          Entry(U, RAISE_CALL, "L0", "no CPU implementation of symm_mem",
                "disable the symmetric-memory path and use process-group collectives (Gloo)")),
@@ -148,7 +149,7 @@ TABLE: tuple[Capability, ...] = (
          limit_kind="align"),
     _cap("collective_backend", "device collectives backend", "torch.distributed (nccl)",
          Entry(N, RAISE_CONSTRUCTION, "L0", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
-         Entry(E, RAISE_CONSTRUCTION, "L0", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults"),
+         Entry(E, RAISE_CONSTRUCTION, "L1", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults"),
          Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP)")),
     _cap("flash_attention", "flash attention", "flash_attn",
          Entry(N, RAISE_CALL, "L0", "flash_attn when installed; a portable stand-in when it is not"),
