@@ -15,7 +15,10 @@ Output, once at exit (atexit): a JSON file plus a short table on stderr. One fil
   (``r.json`` → ``r.rank0.json``, ``r.rank1.json``); RANK comes from the environment (torchrun),
   else from ``torch.distributed.get_rank()`` when a process group is up;
 * a multiprocessing child that is not a rank writes ``<stem>.pid<PID><suffix>`` so it never
-  overwrites its parent's file.
+  overwrites its parent's file;
+* a launcher process (``torchrun`` itself, shimmed like every Python process) that touched no CUDA API
+  writes nothing when rank files of the same base appeared while it ran: ``--report r.json`` under
+  ``torchrun --nproc-per-node 2`` gives exactly ``r.rank0.json`` and ``r.rank1.json``.
 
 ``CUDASHIM_REPORT=1`` means ``cudashim-report.json`` in the working directory.
 """
@@ -28,6 +31,7 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
@@ -57,6 +61,7 @@ _enabled: bool | None = None  # None: not decided yet (decided at first use, fro
 _path: str | None = None
 _atexit_registered = False
 _written: str | None = None
+_started = 0.0  # when the report was switched on in this process (rank files newer than this are this run's)
 _lock = threading.Lock()
 
 _SHIM_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -75,7 +80,7 @@ def _skip_dirs() -> tuple[str, ...]:
 
 def enabled() -> bool:
     """True when CUDASHIM_REPORT is set; decided once per process (cheap afterwards)."""
-    global _enabled, _path
+    global _enabled, _path, _started
     if _enabled is None:
         from . import envs
 
@@ -85,6 +90,7 @@ def enabled() -> bool:
         else:
             _path = _DEFAULT_NAME if str(value).lower() in ("1", "true", "yes", "on") else str(value)
             _enabled = True
+            _started = time.time()
             _register_atexit()
     return _enabled
 
@@ -298,12 +304,23 @@ def _table(data: Mapping[str, Any], path: str, limit: int = 20) -> str:
     return "\n".join(lines)
 
 
+def _ranks_wrote_during_run(base: str) -> bool:
+    p = Path(base)
+    try:
+        return any(f.stat().st_mtime >= _started - 1.0 for f in p.parent.glob(f"{p.stem}.rank*{p.suffix}"))
+    except OSError:
+        return False
+
+
 def write(path: str | None = None, *, stderr: bool = True) -> str | None:
     """Write the JSON report (and the stderr table); returns the file written, None when disabled."""
     global _written
     target = report_path(path)
     if target is None:
         return None
+    base = path if path is not None else _path
+    if not _entries and base is not None and target == str(Path(base)) and _ranks_wrote_during_run(base):
+        return None  # the launcher of the ranks: their files are the report
     data = snapshot()
     Path(target).parent.mkdir(parents=True, exist_ok=True)
     tmp = f"{target}.tmp{os.getpid()}"

@@ -141,3 +141,13 @@ def test_written_at_exit_in_a_fresh_interpreter(tmp_path) -> None:
     data = json.loads(out.read_text())
     assert data["apis"] == [{"api": "torch.cuda.synchronize", "treatment": "aliased", "calls": 2, "first_call_site": "<string>:3"}]
     assert "cudashim report" in proc.stderr
+
+
+def test_launcher_of_ranks_writes_nothing_when_it_touched_nothing(monkeypatch, tmp_path) -> None:
+    _on(monkeypatch, tmp_path / "r.json")
+    assert report.enabled()
+    (tmp_path / "r.rank0.json").write_text("{}")  # a worker of this run finished first
+    assert report.write() is None
+    assert not (tmp_path / "r.json").exists()
+    report.record("torch.cuda.is_available", "aliased")  # it did touch something: it reports
+    assert report.write() == str(tmp_path / "r.json")
