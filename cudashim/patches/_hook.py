@@ -57,6 +57,8 @@ class _Finder:
             spec = watch.standin(fullname)
         if spec is None:
             return None
+        if spec.loader is None and spec.submodule_search_locations is not None and (watch.always or watch.once):
+            spec.loader = _namespace_loader(spec)  # what importlib would fill in, made explicit to wrap it
         if spec.loader is not None and hasattr(spec.loader, "exec_module") and not isinstance(spec.loader, _Loader):
             spec.loader = _Loader(spec.loader, fullname)
         return spec
@@ -81,6 +83,19 @@ class _Finder:
 
     def __repr__(self) -> str:
         return "<cudashim patch finder>"
+
+
+def _namespace_loader(spec: ModuleSpec) -> Any:
+    import importlib.machinery as machinery
+
+    cls = getattr(machinery, "NamespaceLoader", None)
+    if cls is None:  # Python 3.10
+        from importlib import _bootstrap_external  # type: ignore[attr-defined]
+
+        cls = _bootstrap_external._NamespaceLoader
+    loader = cls.__new__(cls)
+    loader._path = spec.submodule_search_locations  # as importlib._bootstrap._init_module_attrs does
+    return loader
 
 
 class _Loader:

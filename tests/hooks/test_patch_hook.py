@@ -307,3 +307,26 @@ def test_dotted_symbol_patches_a_method(shim: Run) -> None:
         patches.uninstall()
         assert not hasattr(tgt.Thing, "meth")
     """, TARGET)
+
+
+def test_namespace_package_target(shim: Run) -> None:
+    shim("""
+        patches.install(cfg(("nspkg:f", "repl:f")), "cpu")
+        import nspkg, repl
+        assert nspkg.f is repl.f and list(nspkg.__path__)
+        import nspkg.leaf
+        assert nspkg.leaf.VALUE == 7
+    """, {"nspkg/leaf.py": "VALUE = 7\n", "repl.py": TARGET["repl.py"]})
+
+
+def test_reload_of_target_is_patched_again(shim: Run) -> None:
+    shim("""
+        patches.install(cfg(("tgt:f", "repl:f")), "cpu")
+        import tgt, repl
+        assert tgt.f is repl.f
+        old_original = patches.original("tgt:f")
+        importlib.reload(tgt)
+        assert tgt.f is repl.f
+        assert patches.original("tgt:f") is not old_original   # the re-executed original
+        assert patches.original("tgt:f")(1) == ("orig", 1)
+    """, TARGET)
