@@ -101,6 +101,8 @@ def install() -> None:
 def _install(torch: Any, rw: DeviceRewriter) -> None:
     b = _bindings
     dm = _cpu_device.DeviceModule(torch, rw)
+    _bind_truth_probes(torch.cuda.is_available)
+    _bind_dynamo_is_cuda()
 
     # torch.cuda as a CPU device module
     for name, value in dm.table().items():
@@ -280,6 +282,48 @@ def _alias_class(cls: type, make: Any) -> type:
                                                           "__subclasscheck__": __subclasscheck__})
     alias = alias_meta(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
     return alias
+
+
+# Library probes that must see the truth (DESIGN section 5): module -> (class, attribute) whose
+# answer is torch's real torch.cuda.is_available. Inductor asks CudaInterface whether Triton has a
+# GPU to compile for; saying yes on a CPU would send CPU graphs to Triton's CUDA driver.
+_TRUTH_PROBES: dict[str, tuple[tuple[str, str], ...]] = {
+    "torch._dynamo.device_interface": (("CudaInterface", "is_available"),),
+}
+
+
+def _bind_truth_probes(real_is_available: Any) -> None:
+    for mod_name, attrs in _TRUTH_PROBES.items():
+        def probe(mod: Any, _attrs: tuple[tuple[str, str], ...] = attrs) -> None:
+            if not installed():
+                return
+            for cls_name, attr in _attrs:
+                cls = getattr(mod, cls_name, None)
+                if cls is not None:
+                    _bindings.bind(cls, attr, staticmethod(real_is_available))
+
+        when_imported(mod_name, probe)
+
+
+def _bind_dynamo_is_cuda() -> None:
+    # Dynamo answers `t.is_cuda` from the traced tensor's device, without the Python property;
+    # compiled code must branch as eager code does, so it answers "on the target device" too.
+    def patch(mod: Any) -> None:
+        cls = getattr(mod, "TensorVariable", None)
+        orig = getattr(cls, "method_attr_is_cuda", None)
+        build = getattr(getattr(mod, "VariableTracker", None), "build", None)
+        if not installed() or orig is None or build is None:
+            return
+
+        def method_attr_is_cuda(self: Any, tx: Any) -> Any:
+            device = getattr(self, "device", None)
+            if device is not None and device.type == "cpu":
+                return build(tx, True)
+            return orig(self, tx)
+
+        _bindings.bind(cls, "method_attr_is_cuda", method_attr_is_cuda)
+
+    when_imported("torch._dynamo.variables.tensor", patch)
 
 
 def _bind_lazy_limits() -> None:
