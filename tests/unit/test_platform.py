@@ -331,3 +331,21 @@ def test_get_platform_is_cached_and_reset(monkeypatch):
     assert get_platform() is first  # cached: the environment is read once
     _state.reset()
     assert isinstance(get_platform(), PlatformGPU)
+
+
+# ---- property: the int32 view is the same bytes, for any leading shape and word count -------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(leading=st.lists(st.integers(1, 4), min_size=1, max_size=3), words=st.integers(1, 4),
+       seed=st.integers(0, 2**16))
+def test_sf_view_roundtrip_property(leading, words, seed):
+    gen = torch.Generator().manual_seed(seed)
+    raw = torch.randint(0, 256, (*leading, words * 4), dtype=torch.uint8, generator=gen)
+    for plat in (PlatformGPU(), PlatformCPU(), PlatformNPU(acl_loader=_FakeACL, bind_device=lambda: None)):
+        packed = raw.view(plat.fp8_sf_type)  # what a kernel allocating PLATFORM.fp8_sf_type holds
+        assert packed.shape[-1] * plat.sf_pack_factor() == words * 4
+        out = plat.sf_data_as_int32(packed, tuple(leading))
+        assert out.shape == (*leading, words) and torch.equal(out.view(torch.uint8), raw)
