@@ -272,7 +272,9 @@ def snapshot() -> dict[str, Any]:
     from . import __version__
 
     rank, world = _rank()
-    apis = [{"api": api, **info} for api, info in entries().items()]
+    recorded = entries()
+    # an API is in the report when the program touched it; bound-but-unused aliases are only counted
+    apis = [{"api": api, **info} for api, info in recorded.items() if info["calls"]]
     counts = {t: sum(1 for a in apis if a["treatment"] == t) for t in TREATMENTS}
     return {
         "cudashim": __version__,
@@ -282,6 +284,7 @@ def snapshot() -> dict[str, Any]:
         "pid": os.getpid(),
         "argv": list(sys.argv),
         "summary": counts,
+        "bound": len(recorded),
         "apis": apis,
         "patches": _patch_status(),
     }
@@ -290,7 +293,8 @@ def snapshot() -> dict[str, Any]:
 def _table(data: Mapping[str, Any], path: str, limit: int = 20) -> str:
     apis = data["apis"]
     summary = ", ".join(f"{n} {t}" for t, n in data["summary"].items() if n)
-    lines = [f"cudashim report ({data['platform'] or '?'}): {len(apis)} CUDA APIs touched ({summary or 'none'}) -> {path}"]
+    lines = [f"cudashim report ({data['platform'] or '?'}): {len(apis)} CUDA APIs touched ({summary or 'none'}; "
+             f"{data['bound']} in place) -> {path}"]
     for a in sorted(apis, key=lambda a: -a["calls"])[:limit]:
         lines.append(f"  {a['api']:<40} {a['treatment']:<11} {a['calls']:>8}  {a['first_call_site'] or ''}")
     if len(apis) > limit:

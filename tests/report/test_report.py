@@ -96,6 +96,7 @@ def test_write_json_and_stderr_table(monkeypatch, tmp_path, capsys) -> None:
     monkeypatch.setitem(sys.modules, "cudashim.patches", fake)
     report.record("torch.cuda.CUDAGraph", "unsupported")
     report.wrap("torch.cuda.empty_cache", "emulated", lambda: None)()
+    report.wrap("torch.cuda.ipc_collect", "emulated", lambda: None)  # bound, never called
     written = report.write()
     assert written == str(tmp_path / "r.json")
     data = json.loads(Path(written).read_text())
@@ -104,6 +105,7 @@ def test_write_json_and_stderr_table(monkeypatch, tmp_path, capsys) -> None:
         "torch.cuda.empty_cache": ("emulated", 1),
     }
     assert data["summary"]["unsupported"] == 1 and data["summary"]["emulated"] == 1
+    assert data["bound"] == 3  # the untouched alias is counted, not listed
     assert data["patches"][0]["state"] == "stood-in"
     err = capsys.readouterr().err
     assert "torch.cuda.empty_cache" in err and str(tmp_path / "r.json") in err
