@@ -338,8 +338,9 @@ def resolve_platform_name(config: Any = None, environ: Mapping[str, str] | None 
         return config.platform, f"platform = {config.platform!r} in {config.path}"
     from .hardware import accelerator_kind
 
-    root = envs.get("CUDASHIM_SYSROOT", environ) if environ is not None else None
-    kind = accelerator_kind(root) if root else accelerator_kind()
+    # an explicit environ is the whole environment: its CUDASHIM_SYSROOT (or '/'), not the process's
+    root = (envs.get("CUDASHIM_SYSROOT", environ) or "/") if environ is not None else None
+    kind = accelerator_kind(root)
     where = root or envs.get("CUDASHIM_SYSROOT") or "/"
     what = {"ascend": "an Ascend NPU was found", "nvidia": "an NVIDIA GPU was found",
             "cpu": "no Ascend NPU or NVIDIA GPU was found"}.get(kind, f"detection said {kind!r}")

@@ -309,7 +309,9 @@ def test_env_beats_config_beats_detection(monkeypatch):
     assert name == "ascend" and "platform" in why
     assert calls == []  # detection never ran while something above it decided
     name, why = resolve_platform_name(Config(), {})
-    assert name == "nvidia" and "NVIDIA" in why and calls == [None]
+    assert name == "nvidia" and "NVIDIA" in why and calls == ["/"]
+    resolve_platform_name(Config())  # no environ given: the hardware layer reads the process's own
+    assert calls == ["/", None]
 
 
 def test_detection_uses_the_given_sysroot(monkeypatch, tmp_path):
