@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import Any, Mapping
 
-from .. import _state
+from .. import _state, envs
 from ..config import Config, PatchEntry
 from . import _apply, _hook
 from ._apply import MISSING, Patch, PatchError
@@ -85,6 +85,7 @@ def install(config: Config | None, platform: Any) -> None:
             return
         if _installed_with is not None:
             _uninstall_patches()
+        _apply.set_trace(bool(envs.get("CUDASHIM_DEBUG")))
         hint = _config_hint(config)
         for entry, mode in plan(config, name):
             p = Patch(entry=entry, mode=mode, platform=name)
@@ -151,14 +152,11 @@ def original(target: str) -> Any:
         raise ValueError(f"cudashim.original({target!r}): write the target as \"module:symbol\"")
     p = _active.get(target)
     if p is None:  # not patched here: the object itself is the original
-        obj: Any = importlib.import_module(mod_name)
-        for part in sym.split("."):
-            obj = getattr(obj, part)
-        return obj
+        return _apply.get_path(importlib.import_module(mod_name), sym)
     if p.module is None:
         importlib.import_module(mod_name)  # loading it applies the patch and records the original
     if p.state == "native":
-        return getattr(p.module, sym)
+        return _apply.get_path(p.module, sym)
     if p.original is MISSING:
         raise PatchError(
             f"cudashim.original({target!r}): there is no original on {p.platform}: {mod_name!r} is not "

@@ -24,7 +24,7 @@ from ..config import PatchEntry
 from ..errors import CudashimError
 from ._standin import is_standin
 
-__all__ = ["Patch", "PatchError", "MISSING", "apply", "resolve", "restore", "rebind_holders"]
+__all__ = ["Patch", "PatchError", "MISSING", "apply", "resolve", "restore", "rebind_holders", "get_path", "set_trace"]
 
 
 class _Missing:
@@ -66,13 +66,24 @@ class Patch:
 
 _lock = threading.RLock()
 _local = threading.local()
+_trace_on = False  # CUDASHIM_DEBUG, read once at install: off costs one bool test per patch event
+
+
+def set_trace(on: bool) -> None:
+    global _trace_on
+    _trace_on = on
+
+
+def _trace(msg: str) -> None:
+    if _trace_on:
+        print(f"cudashim[patches]: {msg}", file=sys.stderr)
 
 
 def _resolving() -> set[int]:
     return _local.__dict__.setdefault("resolving", set())
 
 
-def _get_path(obj: Any, dotted: str) -> Any:
+def get_path(obj: Any, dotted: str) -> Any:
     for part in dotted.split("."):
         obj = getattr(obj, part)
     return obj
@@ -137,12 +148,13 @@ def apply(patch: Patch, module: ModuleType) -> None:
         standin = is_standin(module)
         if not standin and patch.mode == "absent-only":
             patch.state, patch.module = "native", module  # nvidia with the real package: keep it
+            _trace(f"{patch.entry.target}: real module present on {patch.platform}, kept native")
             return
         name = patch.symbol
         if "." in name:  # "Class.method": the owner is a class, patch it eagerly
             patch.module, patch.state = module, "applied"
             owner_path, _, attr = name.rpartition(".")
-            owner = _get_path(module, owner_path)
+            owner = get_path(module, owner_path)
             patch.original = owner.__dict__.get(attr, MISSING) if isinstance(owner, type) else getattr(owner, attr, MISSING)
             setattr(owner, attr, resolve(patch))
             return
@@ -150,6 +162,7 @@ def apply(patch: Patch, module: ModuleType) -> None:
         patch.original = MISSING if standin else module.__dict__.get(name, MISSING)
         patch.replacement = MISSING
         patch.state = "stood-in" if standin else "applied"
+        _trace(f"{patch.entry.target}: {patch.state}, {patch.entry.replacement} loads on first access")
         if standin:
             module.__dict__["__cudashim_exposed__"].add(name)
         cls = _lazy_class(module)
@@ -180,7 +193,7 @@ def resolve(patch: Patch) -> Any:
                 f"fix the replacement path, or switch the patch off with CUDASHIM_DISABLE_PATCHES={patch.entry.target}"
             ) from e
         try:
-            obj = _get_path(repl_mod, sym)
+            obj = get_path(repl_mod, sym)
         except AttributeError:
             spec = getattr(repl_mod, "__spec__", None)
             if spec is not None and getattr(spec, "_initializing", False):
@@ -199,6 +212,7 @@ def resolve(patch: Patch) -> Any:
             if module is not None and "." not in patch.symbol:
                 module.__dict__[patch.symbol] = obj
                 _drop_property(module, patch.symbol)
+            _trace(f"{patch.entry.target}: resolved to {patch.entry.replacement}")
     return patch.replacement
 
 
@@ -228,6 +242,7 @@ def rebind_holders(patch: Patch) -> None:
     for m in holders:
         m.__dict__[name] = replacement
         patch.rebound.append(m.__name__)
+        _trace(f"{patch.entry.target}: re-bound the copy held by {m.__name__}")
 
 
 def restore(patch: Patch) -> None:
@@ -240,7 +255,7 @@ def restore(patch: Patch) -> None:
         name = patch.symbol
         if "." in name:
             owner_path, _, attr = name.rpartition(".")
-            owner = _get_path(module, owner_path)
+            owner = get_path(module, owner_path)
             if patch.original is MISSING:
                 delattr(owner, attr)
             else:

@@ -57,8 +57,10 @@ class _Finder:
             spec = watch.standin(fullname)
         if spec is None:
             return None
-        if spec.loader is None and spec.submodule_search_locations is not None and (watch.always or watch.once):
+        if spec.loader is None and spec.submodule_search_locations is not None:
             spec.loader = _namespace_loader(spec)  # what importlib would fill in, made explicit to wrap it
+        if not (watch.always or watch.once):  # a parent watched only to be stood in: real, leave it be
+            return spec
         if spec.loader is not None and hasattr(spec.loader, "exec_module") and not isinstance(spec.loader, _Loader):
             spec.loader = _Loader(spec.loader, fullname)
         return spec
