@@ -1,0 +1,165 @@
+"""Ascend attention through torch_npu's fused operators.
+
+VERIFICATION LEVEL: L0 — written against the operator docs shipped in the torch-npu 2.13.0 wheel
+(`torch_npu/_op_plugin_docs.py`: npu_fusion_attention, npu_fused_infer_attention_score). The argument
+plumbing is checked in CI against a recording stand-in of `torch_npu`; nothing here has run on an NPU.
+
+Routing (what the docs allow):
+- varlen prefill (packed TND)          -> npu_fusion_attention(q, k, v, heads, "TND", actual_seq_qlen=…)
+  paged prefill: the docs exclude page attention with TND, so the pages in use are gathered first
+- flash_attn_func (dense BSND)         -> npu_fusion_attention(q, k, v, heads, "BSND")
+- KV-cache decode / chunked decode     -> npu_fused_infer_attention_score(..., input_layout="BSND",
+  block_table=…, block_size=…, actual_seq_lengths_kv=…) with the cache as (blocks, block_size, Hk*D)
+  (the only paged layout BSND accepts); paged with Q_S > 1 needs block_size % 128 == 0, else gather.
+Masks: causal is bottom-right (sparse_mode=3, rightDownCausal) with the 2048x2048 compressed
+lower-triangular mask the docs require; sliding windows are band mode (sparse_mode=4,
+pre/next tokens counted from the bottom-right corner). The operators take host int lists for the
+sequence lengths, so those are read back (one sync per call), as the docs' examples do.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from ._core import Attn, unsupported
+from ._varlen import blocks_needed, gather_paged_packed, gather_paged_padded
+
+__all__ = ["attend", "fusion_attention_tnd"]
+
+_INT_MAX = 2147483647
+_PATH = "ascend"
+
+
+def _npu() -> Any:
+    import torch_npu  # the real one on Ascend; tests put a recording stand-in in sys.modules
+
+    return torch_npu
+
+
+def _compressed_causal_mask(device: torch.device) -> torch.Tensor:
+    # The docs: sparse_mode 2/3/4 take an optimised 2048x2048 mask, True (=masked) strictly above the diagonal.
+    return torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=device), diagonal=1)
+
+
+def _mask_args(a: Attn, pre: str, nxt: str) -> dict:
+    """sparse_mode / atten_mask / pre+next tokens for flash-attn's bottom-right window semantics."""
+    left, right = a.window
+    if left < 0 and right < 0:
+        return {"sparse_mode": 0}
+    mask = _compressed_causal_mask(a.q.device)
+    if left < 0 and right == 0:
+        return {"atten_mask": mask, "sparse_mode": 3}
+    return {
+        "atten_mask": mask,
+        "sparse_mode": 4,
+        pre: left if left >= 0 else _INT_MAX,
+        nxt: right if right >= 0 else _INT_MAX,
+    }
+
+
+def _reject(a: Attn, *, lse_ok: bool) -> None:
+    if a.softcap > 0:
+        raise unsupported(a.api, "softcap", _PATH, "pass softcap=0.0 (the fused NPU operators have no logit soft-capping)")
+    if a.alibi_slopes is not None:
+        raise unsupported(a.api, "alibi_slopes", _PATH, "use rotary positions or pass alibi_slopes=None")
+    if a.want_probs or (a.want_lse and not lse_ok):
+        raise unsupported(a.api, "return_attn_probs", _PATH, "call with return_attn_probs=False")
+
+
+def _host_cumulative(cu: torch.Tensor) -> list[int]:
+    """flash-attn's (B+1,) offsets -> the docs' cumulative ends without the leading 0."""
+    return [int(x) for x in cu.tolist()][1:]
+
+
+def fusion_attention_tnd(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_qlen: list[int], seq_kvlen: list[int],
+    scale: float, extra: Optional[dict] = None,
+) -> torch.Tensor:
+    """npu_fusion_attention on packed TND input; returns attention_out (first of its 7 outputs)."""
+    kwargs = {"scale": scale, "actual_seq_qlen": seq_qlen, "actual_seq_kvlen": seq_kvlen}
+    kwargs.update(extra or {"sparse_mode": 0})
+    return _npu().npu_fusion_attention(q, k, v, q.shape[-2], "TND", **kwargs)[0]
+
+
+def _varlen(a: Attn) -> torch.Tensor:
+    _reject(a, lse_ok=False)
+    k, v = a.k, a.v
+    if a.paged:
+        lens = [int(x) for x in a.key_lengths().tolist()]
+        k = gather_paged_packed(a.k, a.block_table, lens)
+        v = gather_paged_packed(a.v, a.block_table, lens)
+        kv_ends = [sum(lens[: i + 1]) for i in range(len(lens))]
+    else:
+        assert a.cu_k is not None
+        kv_ends = _host_cumulative(a.cu_k)
+    extra = _mask_args(a, "pre_tockens", "next_tockens")
+    if a.dropout_p > 0:
+        extra["keep_prob"] = 1.0 - a.dropout_p
+    return fusion_attention_tnd(a.q, k, v, _host_cumulative(a.cu_q), kv_ends, a.scale, extra)
+
+
+def _dense(a: Attn) -> torch.Tensor:
+    _reject(a, lse_ok=False)
+    b, sq = a.batch, a.q_len
+    sk = a.k.shape[0] // b
+    q = a.q.view(b, sq, *a.q.shape[1:])
+    k = a.k.view(b, sk, *a.k.shape[1:])
+    v = a.v.view(b, sk, *a.v.shape[1:])
+    extra = _mask_args(a, "pre_tockens", "next_tockens")
+    if a.dropout_p > 0:
+        extra["keep_prob"] = 1.0 - a.dropout_p
+    out = _npu().npu_fusion_attention(q, k, v, q.shape[2], "BSND", scale=a.scale, **extra)[0]
+    return out.reshape(b * sq, *out.shape[2:])
+
+
+def _kvcache(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    _reject(a, lse_ok=True)
+    b, sq = a.batch, a.q_len
+    hq, d = a.q.shape[1], a.q.shape[2]
+    hk = a.k.shape[-2]
+    q = a.q.view(b, sq, hq, d)
+    lens = [int(x) for x in a.key_lengths().tolist()]
+    kwargs: dict = {
+        "num_heads": hq,
+        "num_key_value_heads": hk,
+        "scale": a.scale,
+        "input_layout": "BSND",
+        "actual_seq_lengths_kv": lens,
+    }
+    if a.paged:
+        bs = a.k.shape[1]
+        if sq == 1 or bs % 128 == 0:
+            # paged BSND takes the cache as (blocknum, blocksize, H) with H = Hk * D
+            k = a.k.reshape(a.k.shape[0], bs, hk * d)
+            v = a.v.reshape(a.v.shape[0], bs, hk * a.v.shape[-1])
+            kwargs["block_table"] = a.block_table.to(torch.int32)
+            kwargs["block_size"] = bs
+        else:
+            nb = min(blocks_needed(max(lens, default=0), bs), a.block_table.shape[1])
+            k = gather_paged_padded(a.k, a.block_table, max(nb, 1))
+            v = gather_paged_padded(a.v, a.block_table, max(nb, 1))
+    else:
+        sc = a.k.shape[0] // b
+        k = a.k.view(b, sc, *a.k.shape[1:])
+        v = a.v.view(b, sc, *a.v.shape[1:])
+    if sq > 1:  # with Q_S == 1 the docs ignore masks and sparse_mode
+        kwargs.update(_mask_args(a, "pre_tokens", "next_tokens"))
+    if a.want_lse:
+        kwargs["softmax_lse_flag"] = True
+    out, lse = _npu().npu_fused_infer_attention_score(q, k, v, **kwargs)
+    out = out.reshape(b * sq, hq, -1)
+    if not a.want_lse:
+        return out, None
+    # docs: softmax_lse is (B, N, S, 1) in BSND; flash-attn's varlen convention is (H, total_q)
+    return out, lse.reshape(b, hq, sq).permute(1, 0, 2).reshape(hq, b * sq).float()
+
+
+def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
+    if a.kind == "kvcache":
+        out, lse = _kvcache(a)
+        return out, lse, None
+    if a.kind == "dense":
+        return _dense(a), None, None
+    return _varlen(a), None, None

@@ -1,0 +1,117 @@
+"""CUDA attention through PyTorch's own flash kernel on packed inputs (no per-sequence loop, no sync).
+
+`torch.ops.aten._flash_attention_forward` is the vendored flash-attn 2 varlen kernel that
+`torch.nn.attention.varlen.varlen_attn` calls; we call it directly because it speaks flash-attn's
+language natively: bottom-right causal, GQA without repeating K/V, sliding windows, `seqused_k`, and —
+in recent torch — ALiBi and a paged `block_table`. Which keyword arguments exist is read from the
+op's schema at run time, so one code path serves torch 2.5 … 2.13.
+
+Paged KV: the kernel reads pages itself when torch exposes `block_table` and the page size is a
+multiple of 256 (flash-attn 2's constraint); otherwise the pages each sequence uses are gathered into
+one padded buffer with a single index_select and the kernel masks the tail with `seqused_k`.
+Verified (L3) by tests/device/test_npu_ops_gpu.py on an H200; nothing here runs in CI.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Optional
+
+import torch
+
+from ._core import Attn
+from ._varlen import blocks_needed, cu_from_lengths, gather_paged_padded
+
+__all__ = ["why_not", "attend", "paged_mode"]
+
+
+@lru_cache(maxsize=1)
+def _schema_args() -> frozenset[str]:
+    op = getattr(torch.ops.aten, "_flash_attention_forward", None)
+    if op is None:
+        return frozenset()
+    try:
+        return frozenset(arg.name for arg in op.default._schema.arguments)
+    except (AttributeError, RuntimeError):
+        return frozenset()
+
+
+def paged_mode(a: Attn) -> str:
+    """'native' when the kernel reads the pages itself, else 'gather'."""
+    if "block_table" in _schema_args() and a.k.shape[1] % 256 == 0:
+        return "native"
+    return "gather"
+
+
+def why_not(a: Attn) -> Optional[str]:
+    """None when the flash kernel computes exactly what `a` asks; else the reason it cannot."""
+    args = _schema_args()
+    if not args:
+        return "this torch build has no aten._flash_attention_forward"
+    if a.q.dtype not in (torch.float16, torch.bfloat16):
+        return f"dtype {a.q.dtype} is not fp16/bf16 (the flash kernel's dtypes)"
+    if a.k.dtype != a.q.dtype or a.v.dtype != a.q.dtype:
+        return "q, k and v have different dtypes"
+    d = a.q.shape[-1]
+    if d > 256 or d % 8:
+        return f"head_dim {d} (the flash kernel takes multiples of 8 up to 256)"
+    if a.v.shape[-1] != d:
+        return "head_dim of v differs from q/k"
+    if a.softcap > 0:
+        return "softcap is not exposed by torch's flash kernel"
+    if a.want_probs:
+        return "return_attn_probs needs the explicit probabilities"
+    if a.alibi_slopes is not None and "alibi_slopes" not in args:
+        return "alibi_slopes is not exposed by this torch's flash kernel"
+    if "seqused_k" not in args and (a.seqused_k is not None or a.paged):
+        return "seqused_k is not exposed by this torch's flash kernel"
+    if a.q.device.type != "cuda" or a.k.device != a.q.device:
+        return "tensors are not all on one CUDA device"
+    return None
+
+
+def _contig(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
+    args = _schema_args()
+    q = _contig(a.q)
+    kw: dict = {"scale": a.scale}
+    left, right = a.window
+    if "window_size_left" in args:
+        kw["window_size_left"] = left
+        kw["window_size_right"] = right
+    if a.alibi_slopes is not None:
+        kw["alibi_slopes"] = a.alibi_slopes.float().contiguous()
+    if a.num_splits > 0 and "num_splits" in args:
+        kw["num_splits"] = a.num_splits
+    cu_q = a.cu_q.to(device=q.device, dtype=torch.int32)
+    max_k = a.max_k
+    if a.paged:
+        lens = a.key_lengths().to(device=q.device, dtype=torch.int32)
+        table = a.block_table.to(device=q.device, dtype=torch.int32)
+        if paged_mode(a) == "native":
+            k, v = _contig(a.k), _contig(a.v)
+            cu_k = a.cu_k.to(device=q.device, dtype=torch.int32) if a.cu_k is not None else cu_from_lengths(lens)
+            kw["block_table"] = table
+        else:
+            bs = a.k.shape[1]
+            nb = min(blocks_needed(a.max_k, bs), table.shape[1])
+            k = gather_paged_padded(a.k, table, nb).flatten(0, 1)
+            v = gather_paged_padded(a.v, table, nb).flatten(0, 1)
+            cu_k = torch.arange(0, (a.batch + 1) * nb * bs, nb * bs, dtype=torch.int32, device=q.device)
+            max_k = nb * bs
+        kw["seqused_k"] = lens
+    else:
+        k, v = _contig(a.k), _contig(a.v)
+        assert a.cu_k is not None
+        cu_k = a.cu_k.to(device=q.device, dtype=torch.int32)
+        if a.seqused_k is not None:
+            kw["seqused_k"] = a.seqused_k.to(device=q.device, dtype=torch.int32)
+    # is_causal with a right window of 0 is how the kernel spells bottom-right causal
+    is_causal = bool(a.causal)
+    out, lse = torch.ops.aten._flash_attention_forward(
+        q, k, v, cu_q, cu_k, int(a.max_q), int(max_k), float(a.dropout_p), is_causal, False, **kw
+    )[:2]
+    return out, (lse if a.want_lse else None), None
