@@ -154,7 +154,8 @@ TABLE: tuple[Capability, ...] = (
     _cap("flash_attention", "flash attention", "flash_attn",
          Entry(N, RAISE_CALL, "L0", "flash_attn when installed; a portable stand-in when it is not"),
          Entry(E, RAISE_CALL, "L0", "cudashim.npu_ops.flash_attn on torch_npu fused attention"),
-         Entry(E, RAISE_CALL, "L0", "portable stand-in on torch scaled_dot_product_attention")),
+         Entry(E, RAISE_CALL, "L3", "cudashim.npu_ops.flash_attn's torch path stands in for flash_attn "
+               "(tests/npu_ops checks it against a float64 oracle in CI)")),
     _cap("tilelang_kernels", "TileLang kernels", "tilelang kernel library",
          Entry(N, RAISE_CALL, "L0", "cudashim.kernels.cuda (TileLang target cuda)"),
          Entry(E, RAISE_CALL, "L0", "cudashim.kernels.asc (TileLang target ascend)"),
