@@ -330,3 +330,23 @@ def test_reload_of_target_is_patched_again(shim: Run) -> None:
         assert patches.original("tgt:f") is not old_original   # the re-executed original
         assert patches.original("tgt:f")(1) == ("orig", 1)
     """, TARGET)
+
+
+def test_builtin_packs_resolve_to_npu_ops_on_cpu(shim: Run) -> None:
+    """Every built-in target, stood in on cpu, hands out exactly the object its pack names."""
+    out = shim("""
+        from cudashim.patches.packs import PACKS
+        patches.install(cfg(), "cpu")
+        n = 0
+        for pack, mapping in PACKS.items():
+            for target, repl in mapping.items():
+                mod, sym = target.split(":")
+                rmod, rsym = repl.split(":")
+                got = getattr(importlib.import_module(mod), sym)
+                assert got is getattr(importlib.import_module(rmod), rsym), (target, got)
+                assert rmod.startswith("cudashim.npu_ops.")
+                n += 1
+        assert all(s["state"] == "stood-in" and s["resolved"] for s in patches.status())
+        print("OK", n)
+    """, timeout=300)
+    assert "OK 8" in out
