@@ -172,7 +172,9 @@ def collect(with_torch: bool = False, environ: Mapping[str, str] | None = None) 
     problems: list[str] = []
     name, plat = _platform_section(env, problems)
     report: dict[str, Any] = {"platform": plat}
-    report["hardware"] = _devices_section(env, name)
+    report["hardware"] = _attempt(problems, "hardware", lambda: _devices_section(env, name), {
+        "detected": None, "root": env.get("CUDASHIM_SYSROOT") or "/", "devices": [], "numa_nodes": {},
+        "bf16_tflops_limit": None})
     report["visible_devices"] = _visibility_section(env, name, problems)
     report["environment"] = _environment_section(env, name, problems)
     report["capabilities"] = _capabilities_section(name)
