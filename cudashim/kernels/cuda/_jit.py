@@ -1,0 +1,49 @@
+"""Compile a TileLang program for this backend, or lower it to source without a device (tests, L2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._common import import_tilelang
+
+__all__ = ["compile_program", "lower_source", "build_cubin", "threads_for"]
+
+_BACKEND = "cuda"
+
+
+def _pass_configs(tilelang: Any) -> dict[Any, Any]:
+    # Memory-bound kernels with no tiles to pipeline: TMA and warp specialisation only add latency.
+    key = tilelang.PassConfigKey
+    return {key.TL_DISABLE_TMA_LOWER: True, key.TL_DISABLE_WARP_SPECIALIZED: True}
+
+
+def compile_program(program: Any) -> Any:
+    """The program compiled for the local GPU (target "cuda"): a callable taking torch tensors."""
+    tilelang = import_tilelang(_BACKEND)
+    return tilelang.compile(program, target="cuda", out_idx=None, pass_configs=_pass_configs(tilelang))
+
+
+def lower_source(program: Any, arch: str = "sm_90") -> str:
+    """CUDA C++ source of the program for `arch`, generated without a GPU (level L2)."""
+    tilelang = import_tilelang(_BACKEND)
+    from tvm.target import Target
+
+    target = Target({"kind": "cuda", "arch": arch})
+    with tilelang.transform.PassContext(config=_pass_configs(tilelang)), target:
+        artifact = tilelang.lower(program, target=target)
+    return str(artifact.kernel_source)
+
+
+def build_cubin(source: str, arch: str = "sm_90") -> bytes:
+    """The source built by nvcc exactly as TileLang's JIT builds it (same flags, same headers)."""
+    import_tilelang(_BACKEND)
+    from tilelang.cuda.backend import tilelang_callback_cuda_compile
+    from tvm.target import Target
+
+    return bytes(tilelang_callback_cuda_compile(source, Target({"kind": "cuda", "arch": arch})))
+
+
+def threads_for(elems: int, per_thread: int, lo: int = 32, hi: int = 256) -> int:
+    """Threads for one row of `elems`: per_thread elements each (one 16-byte vector), a warp multiple."""
+    want = max(lo, min(hi, elems // per_thread))
+    return max(lo, want // 32 * 32)

@@ -1,0 +1,83 @@
+"""Per-token-group FP8-e4m3 cast with UE8M0 scales, TileLang/CUDA: one block per row, groups 32/64/128."""
+
+# No `from __future__ import annotations` here: TileLang evaluates the prim_func annotations,
+# which name closure variables (dims, dtypes), and string annotations would lose them.
+
+import functools
+from typing import Any, Callable
+
+from .._common import (
+    AMAX_FLOOR,
+    FP8_MAX,
+    MANT_1_75,
+    KernelArgumentError,
+    check_dtype,
+    check_group,
+    check_positive,
+    sf_dtype_name,
+    sf_pack,
+)
+from ._jit import compile_program, threads_for
+
+__all__ = ["per_token_cast_tl"]
+
+
+def _program(hidden: int, group_size: int, dtype: str) -> Any:
+    import tilelang.language as T
+
+    M = T.dynamic("num_rows")
+    g = group_size
+    ng = hidden // g
+    threads = threads_for(hidden, 8)
+
+    @T.prim_func
+    def per_token_cast(
+        X: T.Tensor((M, hidden), dtype),
+        Q: T.Tensor((M, hidden), T.float8_e4m3fn),
+        SF: T.Tensor((M, ng), T.uint8),
+    ):
+        with T.Kernel(M, threads=threads) as row:
+            xf = T.alloc_fragment((ng, g), T.float32)
+            amax = T.alloc_fragment((ng,), T.float32)
+            inv = T.alloc_fragment((ng,), T.float32)
+            for i, j in T.Parallel(ng, g):
+                xf[i, j] = T.cast(X[row, i * g + j], T.float32)
+            T.reduce_absmax(xf, amax, dim=1)
+            for i in T.Parallel(ng):
+                bits = T.reinterpret(T.max(amax[i], AMAX_FLOOR), T.int32)
+                e = ((bits >> 23) & 0xFF) - 135 + T.if_then_else((bits & 0x7FFFFF) > MANT_1_75, 1, 0)
+                inv[i] = T.reinterpret((127 - e) << 23, T.float32)
+                SF[row, i] = T.cast(e + 127, T.uint8)
+            for i, j in T.Parallel(ng, g):
+                Q[row, i * g + j] = T.cast(T.clamp(xf[i, j] * inv[i], -FP8_MAX, FP8_MAX), T.float8_e4m3fn)
+
+    return per_token_cast
+
+
+@functools.lru_cache(maxsize=None)
+def per_token_cast_tl(
+    hidden: int, *, group_size: int = 128, dtype: str = "bfloat16", sf_dtype: str | None = None
+) -> Callable[[Any], tuple[Any, Any]]:
+    """See cudashim.kernels.torch.quant.per_token_cast_tl: same arguments, same results."""
+    name = "per_token_cast_tl"
+    check_positive(name, hidden=hidden)
+    check_dtype(name, dtype)
+    check_group(name, hidden, group_size)
+    sf_name = sf_dtype_name(sf_dtype)
+    sf_pack(name, hidden // group_size, sf_name)
+    import torch
+
+    kernel = compile_program(_program(hidden, group_size, dtype))
+    want = getattr(torch, dtype)
+    sf_t = getattr(torch, sf_name)
+
+    def cast(x: Any) -> tuple[Any, Any]:
+        if x.dtype != want or x.shape[-1] != hidden:
+            raise KernelArgumentError(f"{name}: x is {x.dtype} {tuple(x.shape)}, the kernel was built for {want} (M, {hidden})")
+        rows = x.reshape(-1, hidden)
+        q = torch.empty(rows.shape, dtype=torch.float8_e4m3fn, device=x.device)
+        sf = torch.empty(rows.shape[0], hidden // group_size, dtype=torch.uint8, device=x.device)
+        kernel(rows, q, sf)
+        return q.view(x.shape), sf.view(*x.shape[:-1], -1).view(sf_t)
+
+    return cast

@@ -1,0 +1,109 @@
+"""Paged KV-cache write, TileLang/CUDA: one thread block per token, 16-byte vector copies.
+
+FP8: the row is viewed as (groups, group_size) fragments; a block-wide abs-max reduce per group
+gives the UE8M0 exponent (integer ops on amax's bits, see torch/_ue8m0.py), the values are
+scaled by the exact power of two and converted with saturation. Scale bytes are written through
+a uint8 view of the scale cache, so the container (int32 / int16) is only a view on the host side.
+"""
+
+# No `from __future__ import annotations` here: TileLang evaluates the prim_func annotations,
+# which name closure variables (dims, dtypes), and string annotations would lose them.
+
+import functools
+from typing import Any, Callable
+
+from .._common import AMAX_FLOOR, FP8_MAX, MANT_1_75, KernelArgumentError, check_dtype, check_group, check_positive
+from ._jit import compile_program, threads_for
+
+__all__ = ["store_kv_cache_tl"]
+
+
+def _program(row_elems: int, block_size: int, dtype: str, fp8: bool, group_size: int) -> Any:
+    import tilelang.language as T
+
+    N = T.dynamic("num_tokens")
+    NB = T.dynamic("num_blocks")
+    bs = block_size
+    threads = threads_for(row_elems, 8)
+
+    if not fp8:
+
+        @T.prim_func
+        def store_kv_cache(
+            X: T.Tensor((N, row_elems), dtype),
+            Slot: T.Tensor((N,), T.int64),
+            Cache: T.Tensor((NB, bs, row_elems), dtype),
+        ):
+            with T.Kernel(N, threads=threads) as tok:
+                slot = Slot[tok]
+                if slot >= 0:
+                    for i in T.Parallel(row_elems):
+                        Cache[slot // bs, slot % bs, i] = X[tok, i]
+
+        return store_kv_cache
+
+    g = group_size
+    ng = row_elems // g
+
+    @T.prim_func
+    def store_kv_cache_fp8(
+        X: T.Tensor((N, row_elems), dtype),
+        Slot: T.Tensor((N,), T.int64),
+        Cache: T.Tensor((NB, bs, row_elems), T.float8_e4m3fn),
+        SF: T.Tensor((NB, bs, ng), T.uint8),
+    ):
+        with T.Kernel(N, threads=threads) as tok:
+            slot = Slot[tok]
+            if slot >= 0:
+                blk = slot // bs
+                off = slot % bs
+                xf = T.alloc_fragment((ng, g), T.float32)
+                amax = T.alloc_fragment((ng,), T.float32)
+                inv = T.alloc_fragment((ng,), T.float32)
+                for i, j in T.Parallel(ng, g):
+                    xf[i, j] = T.cast(X[tok, i * g + j], T.float32)
+                T.reduce_absmax(xf, amax, dim=1)
+                for i in T.Parallel(ng):
+                    bits = T.reinterpret(T.max(amax[i], AMAX_FLOOR), T.int32)
+                    e = ((bits >> 23) & 0xFF) - 135 + T.if_then_else((bits & 0x7FFFFF) > MANT_1_75, 1, 0)
+                    inv[i] = T.reinterpret((127 - e) << 23, T.float32)
+                    SF[blk, off, i] = T.cast(e + 127, T.uint8)
+                for i, j in T.Parallel(ng, g):
+                    Cache[blk, off, i * g + j] = T.cast(T.clamp(xf[i, j] * inv[i], -FP8_MAX, FP8_MAX), T.float8_e4m3fn)
+
+    return store_kv_cache_fp8
+
+
+@functools.lru_cache(maxsize=None)
+def store_kv_cache_tl(
+    row_elems: int, block_size: int, *, dtype: str = "bfloat16", fp8: bool = False, group_size: int = 32
+) -> Callable[..., None]:
+    """See cudashim.kernels.torch.store_kv_cache.store_kv_cache_tl: same arguments, same results."""
+    name = "store_kv_cache_tl"
+    check_positive(name, row_elems=row_elems, block_size=block_size)
+    check_dtype(name, dtype)
+    if fp8:
+        check_group(name, row_elems, group_size)
+    import torch
+
+    kernel = compile_program(_program(row_elems, block_size, dtype, fp8, group_size))
+    want = getattr(torch, dtype)
+    n_sf = row_elems // group_size
+
+    def store(x: Any, cache: Any, slot_mapping: Any, cache_sf: Any = None) -> None:
+        if x.dtype != want:
+            raise KernelArgumentError(f"{name}: x is {x.dtype}, the kernel was built for {want}")
+        if cache.shape[1] != block_size:
+            raise KernelArgumentError(f"{name}: cache block size is {cache.shape[1]}, the kernel was built for {block_size}")
+        rows = x.reshape(-1, row_elems)
+        pages = cache.view(cache.shape[0], block_size, row_elems)
+        slots = slot_mapping if slot_mapping.dtype == torch.int64 else slot_mapping.to(torch.int64)
+        if not fp8:
+            kernel(rows, slots, pages)
+            return
+        if cache_sf is None:
+            raise KernelArgumentError(f"{name}: fp8=True needs cache_sf, the UE8M0 scale cache")
+        sf = cache_sf.view(torch.uint8).view(cache_sf.shape[0], block_size, n_sf)
+        kernel(rows, slots, pages, sf)
+
+    return store
