@@ -94,10 +94,10 @@ def _lazy_class(module: ModuleType) -> type | None:
     cls = type(module)
     if cls.__dict__.get("_cudashim_lazy_base") is not None:
         return cls
-    sub = type(cls.__name__, (cls,), {"_cudashim_lazy_base": cls, "__module__": cls.__module__})
     try:
+        sub = type(cls.__name__, (cls,), {"_cudashim_lazy_base": cls, "__module__": cls.__module__})
         module.__class__ = sub
-    except TypeError:  # not a ModuleType subclass we may re-class: fall back to eager replacement
+    except TypeError:  # a final type, or not a ModuleType we may re-class: eager replacement instead
         return None
     return sub
 
@@ -144,6 +144,7 @@ def _trampoline(patch: Patch, original: Any) -> Any:
 
 def apply(patch: Patch, module: ModuleType) -> None:
     """Called right after the target module loaded (or at install if it was loaded already)."""
+    eager_owner: Any = None
     with _lock:
         standin = is_standin(module)
         if not standin and patch.mode == "absent-only":
@@ -151,27 +152,28 @@ def apply(patch: Patch, module: ModuleType) -> None:
             _trace(f"{patch.entry.target}: real module present on {patch.platform}, kept native")
             return
         name = patch.symbol
-        if "." in name:  # "Class.method": the owner is a class, patch it eagerly
-            patch.module, patch.state = module, "applied"
-            owner_path, _, attr = name.rpartition(".")
-            owner = get_path(module, owner_path)
-            patch.original = owner.__dict__.get(attr, MISSING) if isinstance(owner, type) else getattr(owner, attr, MISSING)
-            setattr(owner, attr, resolve(patch))
-            return
-        patch.module = module
-        patch.original = MISSING if standin else module.__dict__.get(name, MISSING)
-        patch.replacement = MISSING
+        patch.module, patch.replacement = module, MISSING
         patch.state = "stood-in" if standin else "applied"
+        if "." in name:  # "Class.method": the owner is a class, patch it eagerly (below, unlocked)
+            owner_path, _, attr = name.rpartition(".")
+            eager_owner = get_path(module, owner_path)
+            d = eager_owner.__dict__ if isinstance(eager_owner, type) else vars(eager_owner)
+            patch.original = d.get(attr, MISSING)
+        else:
+            patch.original = MISSING if standin else module.__dict__.get(name, MISSING)
+            if standin:
+                module.__dict__["__cudashim_exposed__"].add(name)
+            cls = _lazy_class(module)
+            if cls is None:  # cannot re-class this module object: resolve now (below, unlocked)
+                eager_owner = module
+            else:
+                setattr(cls, name, _make_property(patch))
+                if isinstance(patch.original, (types.FunctionType, types.BuiltinFunctionType)):
+                    module.__dict__[name] = _trampoline(patch, patch.original)
         _trace(f"{patch.entry.target}: {patch.state}, {patch.entry.replacement} loads on first access")
-        if standin:
-            module.__dict__["__cudashim_exposed__"].add(name)
-        cls = _lazy_class(module)
-        if cls is None:
-            module.__dict__[name] = resolve(patch)
-            return
-        setattr(cls, name, _make_property(patch))
-        if isinstance(patch.original, (types.FunctionType, types.BuiltinFunctionType)):
-            module.__dict__[name] = _trampoline(patch, patch.original)
+    if eager_owner is not None:
+        # importing the replacement while holding _lock could deadlock against another thread's import
+        setattr(eager_owner, name.rpartition(".")[2], resolve(patch))
 
 
 def resolve(patch: Patch) -> Any:
