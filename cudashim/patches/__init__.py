@@ -12,10 +12,11 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
-from typing import Any, Mapping
+from typing import Any
 
 from .. import _state, envs
 from ..config import Config, PatchEntry
+from ..errors import ConfigError
 from . import _apply, _hook
 from ._apply import MISSING, Patch, PatchError
 from ._standin import StandInAttributeError, is_standin, make_spec
@@ -44,7 +45,7 @@ _installed_with: tuple[Config, str] | None = None
 def _platform_name(platform: Any) -> str:
     name = platform if isinstance(platform, str) else getattr(platform, "name", None)
     if name not in PLATFORM_MODE:
-        raise ValueError(f"cudashim.patches.install: unknown platform {platform!r}; use one of {', '.join(PLATFORM_MODE)}")
+        raise ConfigError(f"cudashim.patches: unknown platform {platform!r}; use one of {', '.join(PLATFORM_MODE)}")
     return name
 
 

@@ -161,8 +161,9 @@ def apply(patch: Patch, module: ModuleType) -> None:
             patch.original = d.get(attr, MISSING)
         else:
             patch.original = MISSING if standin else module.__dict__.get(name, MISSING)
-            if standin:
+            if standin:  # `from X import *` on a stand-in yields exactly the patched names
                 module.__dict__["__cudashim_exposed__"].add(name)
+                module.__dict__["__all__"] = sorted(module.__dict__["__cudashim_exposed__"])
             cls = _lazy_class(module)
             if cls is None:  # cannot re-class this module object: resolve now (below, unlocked)
                 eager_owner = module

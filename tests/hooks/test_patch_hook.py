@@ -119,6 +119,9 @@ def test_standin_for_absent_package(shim: Run) -> None:
         else:
             raise AssertionError("from-import of an unpatched stand-in symbol succeeded")
         assert not hasattr(ghost_pkg, "__file__")
+        ns = {}
+        exec("from ghost_pkg.inner.mod import *", ns)
+        assert ns["f"] is repl.f and "flash_bwd" not in ns
         st = {s["target"]: s["state"] for s in patches.status()}
         assert st["ghost_pkg.inner.mod:f"] == "stood-in" and st["ghost_pkg:top"] == "stood-in"
         patches.uninstall()
