@@ -16,9 +16,10 @@ Output, once at exit (atexit): a JSON file plus a short table on stderr. One fil
   else from ``torch.distributed.get_rank()`` when a process group is up;
 * a multiprocessing child that is not a rank writes ``<stem>.pid<PID><suffix>`` so it never
   overwrites its parent's file;
-* a launcher process (``torchrun`` itself, shimmed like every Python process) that touched no CUDA API
-  writes nothing when rank files of the same base appeared while it ran: ``--report r.json`` under
-  ``torchrun --nproc-per-node 2`` gives exactly ``r.rank0.json`` and ``r.rank1.json``.
+* a rank-less process during whose run rank files of the same base appeared is the launcher of those
+  ranks (``torchrun`` itself, shimmed like every Python process, probes device_count on its own) and
+  writes nothing: ``--report r.json`` under ``torchrun --nproc-per-node 2`` gives exactly
+  ``r.rank0.json`` and ``r.rank1.json``.
 
 ``CUDASHIM_REPORT=1`` means ``cudashim-report.json`` in the working directory.
 """
@@ -323,8 +324,9 @@ def write(path: str | None = None, *, stderr: bool = True) -> str | None:
     if target is None:
         return None
     base = path if path is not None else _path
-    if not _entries and base is not None and target == str(Path(base)) and _ranks_wrote_during_run(base):
-        return None  # the launcher of the ranks: their files are the report
+    if base is not None and target == str(Path(base)) and _ranks_wrote_during_run(base):
+        # the launcher of the ranks (torchrun's agent probes device_count itself): their files are the report
+        return None
     data = snapshot()
     Path(target).parent.mkdir(parents=True, exist_ok=True)
     tmp = f"{target}.tmp{os.getpid()}"
