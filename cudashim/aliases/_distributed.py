@@ -40,7 +40,10 @@ def bind_distributed(b: Bindings, torch: Any, backend_map: dict[str, str],
         b.bind(ns, "init_process_group", ipg, "torch.distributed.init_process_group", "aliased")
         b.bind(ns, "new_group", ng, "torch.distributed.new_group", "aliased")
         b.bind(ns, "barrier", barrier, "torch.distributed.barrier", "aliased")
-        b.bind(ns, "is_nccl_available", _true, "torch.distributed.is_nccl_available", "aliased")
+
+    # Only the public name: torch's own c10d code calls its module-global is_nccl_available() and
+    # then touches ProcessGroupNCCL, which a build without NCCL does not have (inductor's cache does).
+    b.bind(dist, "is_nccl_available", _true, "torch.distributed.is_nccl_available", "aliased")
 
     ddp = torch.nn.parallel.DistributedDataParallel
     b.bind(ddp, "__init__", wrap_args(ddp.__init__, {"device_ids": (2, device_ids), "output_device": (3, device_id)}),
