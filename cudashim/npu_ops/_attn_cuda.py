@@ -25,13 +25,15 @@ from ._varlen import blocks_needed, cu_from_lengths, gather_paged_padded
 __all__ = ["why_not", "attend", "paged_mode"]
 
 
+def _op():
+    """The kernel entry point (a seam: CPU tests put a flash-semantics emulation here)."""
+    return torch.ops.aten._flash_attention_forward
+
+
 @lru_cache(maxsize=1)
 def _schema_args() -> frozenset[str]:
-    op = getattr(torch.ops.aten, "_flash_attention_forward", None)
-    if op is None:
-        return frozenset()
     try:
-        return frozenset(arg.name for arg in op.default._schema.arguments)
+        return frozenset(arg.name for arg in torch.ops.aten._flash_attention_forward.default._schema.arguments)
     except (AttributeError, RuntimeError):
         return frozenset()
 
@@ -41,6 +43,11 @@ def paged_mode(a: Attn) -> str:
     if "block_table" in _schema_args() and a.k.shape[1] % 256 == 0:
         return "native"
     return "gather"
+
+
+def _plain_mask(a: Attn) -> bool:
+    """No window beyond what is_causal already says."""
+    return a.window == (-1, -1) or (a.causal and a.window == (-1, 0))
 
 
 def why_not(a: Attn) -> Optional[str]:
@@ -65,6 +72,8 @@ def why_not(a: Attn) -> Optional[str]:
         return "alibi_slopes is not exposed by this torch's flash kernel"
     if "seqused_k" not in args and (a.seqused_k is not None or a.paged):
         return "seqused_k is not exposed by this torch's flash kernel"
+    if not _plain_mask(a) and "window_size_left" not in args:
+        return "window_size is not exposed by this torch's flash kernel"
     if a.q.device.type != "cuda" or a.k.device != a.q.device:
         return "tensors are not all on one CUDA device"
     return None
@@ -79,7 +88,9 @@ def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
     q = _contig(a.q)
     kw: dict = {"scale": a.scale}
     left, right = a.window
-    if "window_size_left" in args:
+    if not _plain_mask(a):
+        # only real windows go down as windows: plain causal stays is_causal, so the kernel keeps its
+        # decode fast paths (causal is dropped for one query; GQA heads are folded into the M dim)
         kw["window_size_left"] = left
         kw["window_size_right"] = right
     if a.alibi_slopes is not None:
@@ -109,9 +120,8 @@ def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
         cu_k = a.cu_k.to(device=q.device, dtype=torch.int32)
         if a.seqused_k is not None:
             kw["seqused_k"] = a.seqused_k.to(device=q.device, dtype=torch.int32)
-    # is_causal with a right window of 0 is how the kernel spells bottom-right causal
-    is_causal = bool(a.causal)
-    out, lse = torch.ops.aten._flash_attention_forward(
+    is_causal = bool(a.causal)  # the varlen kernel's causal is bottom-right, as flash-attn's
+    out, lse = _op()(
         q, k, v, cu_q, cu_k, int(a.max_q), int(max_k), float(a.dropout_p), is_causal, False, **kw
     )[:2]
     return out, (lse if a.want_lse else None), None

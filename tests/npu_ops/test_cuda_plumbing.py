@@ -1,0 +1,135 @@
+"""The CUDA path's plumbing into PyTorch's flash kernel, checked on CPU against an emulation.
+
+`_attn_cuda` hands packed tensors, cu_seqlens, seqused_k, windows and (for pages of 256) the block
+table to `aten._flash_attention_forward`. Here that op is replaced by an emulation of flash-attn's
+documented varlen semantics over the float64 oracle (including its rules: one query drops causal,
+paged blocks must be multiples of 256), so a wrong offset, length or window shows as a wrong number.
+The real kernel's numerics are checked on an H200 by tests/device/test_npu_ops_gpu.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cudashim.npu_ops import _attn_cuda
+from cudashim.npu_ops._core import Attn, normalize_window
+from cudashim.npu_ops.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache
+
+from npu_ops_ref import cu, make_paged, randn, ref_attention
+
+SCHEMA = frozenset({"query", "key", "value", "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p",
+                    "is_causal", "return_debug_mask", "scale", "window_size_left", "window_size_right",
+                    "seqused_k", "alibi_slopes", "block_table", "num_splits"})
+
+
+class FlashEmulation:
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    def __call__(self, query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal,
+                 return_debug_mask, *, scale=None, window_size_left=None, window_size_right=None,
+                 seqused_k=None, alibi_slopes=None, block_table=None, num_splits=None):
+        self.calls.append({"key_shape": tuple(key.shape), "block_table": block_table, "seqused_k": seqused_k,
+                           "max_k": max_k, "is_causal": is_causal, "window": (window_size_left, window_size_right)})
+        assert cum_seq_q.dtype == torch.int32 and cum_seq_k is not None and cum_seq_k.dtype == torch.int32
+        if max_q == 1 and alibi_slopes is None:
+            is_causal = False  # flash-attn: causal is a no-op for a single query
+        left = -1 if window_size_left is None else window_size_left
+        right = -1 if window_size_right is None else window_size_right
+        if is_causal:
+            right = 0
+        cq = cum_seq_q.tolist()
+        ck = cum_seq_k.tolist()
+        outs, lses = [], []
+        for b in range(len(cq) - 1):
+            n = int(seqused_k[b]) if seqused_k is not None else ck[b + 1] - ck[b]
+            if block_table is not None:
+                bs = key.shape[1]
+                assert bs % 256 == 0, "flash-attn 2: paged KV block size must be divisible by 256"
+                pages = block_table[b, : -(-n // bs)].long()
+                kb, vb = key[pages].flatten(0, 1)[:n], value[pages].flatten(0, 1)[:n]
+            else:
+                kb, vb = key[ck[b]:ck[b] + n], value[ck[b]:ck[b] + n]
+            causal = left < 0 and right == 0
+            window = (-1, -1) if causal else (left, right)
+            o, l = ref_attention(query[cq[b]:cq[b + 1]], kb, vb, scale=scale, causal=causal, window=window)
+            outs.append(o)
+            lses.append(l)
+        out = torch.cat(outs).to(query.dtype)
+        return out, torch.cat(lses, dim=1).float(), None, None, None
+
+
+@pytest.fixture
+def flash(monkeypatch):
+    emu = FlashEmulation()
+    monkeypatch.setattr(_attn_cuda, "_op", lambda: emu)
+    monkeypatch.setattr(_attn_cuda, "_schema_args", lambda: SCHEMA)
+    return emu
+
+
+@pytest.mark.parametrize("block", [16, 256])
+def test_paged_prefill_native_for_256_and_gathered_otherwise(flash, block):
+    gen = torch.Generator().manual_seed(51)
+    lq, lk = [4, 1, 30], [300, 1, 30]
+    q = randn((sum(lq), 8, 64), torch.bfloat16, gen)
+    ks = [randn((n, 2, 64), torch.bfloat16, gen) for n in lk]
+    vs = [randn((n, 2, 64), torch.bfloat16, gen) for n in lk]
+    p = make_paged(ks, vs, block, gen)
+    a = Attn(api="t", q=q, k=p.k_cache, v=p.v_cache, cu_q=cu(lq), max_q=30, max_k=300, cu_k=cu(lk),
+             seqused_k=cu(lk)[1:] - cu(lk)[:-1], block_table=p.block_table, scale=0.125, causal=True,
+             window=normalize_window(None, True))
+    assert _attn_cuda.why_not(a) == "tensors are not all on one CUDA device"  # the only objection on CPU
+    out, _, _ = _attn_cuda.attend(a)
+    call, = flash.calls
+    if block == 256:
+        assert call["block_table"] is not None and call["key_shape"] == tuple(p.k_cache.shape)
+    else:
+        assert call["block_table"] is None and call["key_shape"][0] == 3 * 19 * 16  # padded gather, one buffer
+    assert call["window"] == (None, None) and call["is_causal"] is True
+    cq = cu(lq).tolist()
+    for b in range(3):
+        ro, _ = ref_attention(q[cq[b]:cq[b + 1]], ks[b], vs[b], scale=0.125, causal=True)
+        torch.testing.assert_close(out[cq[b]:cq[b + 1]].double(), ro, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("block", [16, 256])
+def test_decode_through_the_public_api_on_cuda_plumbing(flash, monkeypatch, block):
+    import cudashim.npu_ops.flash_attn as fa
+    from cudashim.npu_ops import _core
+
+    def attend_as_cuda(a):  # route as _core.attend does for CUDA tensors (the emulation runs on CPU)
+        _core.check(a)
+        return _attn_cuda.attend(a)
+
+    monkeypatch.setattr(fa, "attend", attend_as_cuda)
+    gen = torch.Generator().manual_seed(52)
+    lens = [7, 300, 1]
+    ks = [randn((n + 1, 2, 64), torch.bfloat16, gen) for n in lens]
+    vs = [randn((n + 1, 2, 64), torch.bfloat16, gen) for n in lens]
+    p = make_paged([kb[:-1] for kb in ks], [vb[:-1] for vb in vs], block, gen, capacity=[n + 1 for n in lens])
+    q = randn((3, 1, 8, 64), torch.bfloat16, gen)
+    k_new = torch.stack([kb[-1:] for kb in ks])
+    v_new = torch.stack([vb[-1:] for vb in vs])
+    out = flash_attn_with_kvcache(q, p.k_cache, p.v_cache, k_new, v_new, cache_seqlens=torch.tensor(lens),
+                                  block_table=p.block_table, causal=True)
+    call, = flash.calls
+    assert call["seqused_k"].tolist() == [n + 1 for n in lens]
+    for b in range(3):
+        ro, _ = ref_attention(q[b], ks[b], vs[b], scale=0.125, causal=True)
+        torch.testing.assert_close(out[b].double(), ro, rtol=1e-2, atol=1e-2)
+
+
+def test_windows_go_down_as_windows_and_fallback_reasons_are_named(flash):
+    gen = torch.Generator().manual_seed(53)
+    q, k, v = (randn((20, 2, 64), torch.float16, gen) for _ in range(3))
+    a = Attn(api="t", q=q, k=k, v=v, cu_q=cu([20]), max_q=20, max_k=20, cu_k=cu([20]), scale=0.125,
+             causal=True, window=normalize_window((5, -1), True))
+    out, _, _ = _attn_cuda.attend(a)
+    assert flash.calls[0]["window"] == (5, 0)
+    ro, _ = ref_attention(q, k, v, scale=0.125, causal=True, window=(5, 0))
+    torch.testing.assert_close(out.double(), ro, rtol=1e-2, atol=1e-2)
+    assert "dtype" in _attn_cuda.why_not(Attn(api="t", q=q.float(), k=k.float(), v=v.float(), cu_q=cu([20]),
+                                               max_q=20, max_k=20, cu_k=cu([20]), scale=0.1))
+    assert "softcap" in _attn_cuda.why_not(Attn(api="t", q=q, k=k, v=v, cu_q=cu([20]), max_q=20, max_k=20,
+                                                 cu_k=cu([20]), scale=0.1, softcap=5.0))
