@@ -66,6 +66,7 @@ _started = 0.0  # when the report was switched on in this process (rank files ne
 _lock = threading.Lock()
 
 _SHIM_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_getframe = sys._getframe
 
 
 def _skip_dirs() -> tuple[str, ...]:
@@ -149,6 +150,9 @@ def record(api: str, treatment: str, *, count: bool = True) -> None:
 def wrap(api: str, treatment: str, fn: F) -> F:
     """`fn` counted under `api`: the calls and the first user call site are recorded.
 
+    Calls made from inside cudashim (a stand-in using an aliased API) are not counted: they are
+    the shim's, not the program's.
+
     Functions get a functools.wraps wrapper. Classes keep their identity for isinstance(),
     subclassing and class attributes: the result is a subclass whose metaclass counts
     constructions and answers isinstance() for instances of the original class.
@@ -166,7 +170,8 @@ def wrap(api: str, treatment: str, fn: F) -> F:
 
     @functools.wraps(fn)
     def counted_call(*args: Any, **kwargs: Any) -> Any:
-        _hit(e)
+        if not _getframe(1).f_code.co_filename.startswith(_SHIM_DIR):  # the shim's own use is not the program's
+            _hit(e)
         return fn(*args, **kwargs)
 
     counted_call.__cudashim_report__ = api  # type: ignore[attr-defined]
@@ -178,7 +183,8 @@ def _wrap_class(cls: type, e: list[Any]) -> type | None:
 
     def __call__(self: type, *args: Any, **kwargs: Any) -> Any:
         if self is counted:
-            _hit(e)
+            if not _getframe(1).f_code.co_filename.startswith(_SHIM_DIR):
+                _hit(e)
             return cls(*args, **kwargs)
         return meta.__call__(self, *args, **kwargs)  # a user's subclass of the alias
 

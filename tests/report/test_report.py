@@ -153,3 +153,15 @@ def test_launcher_of_ranks_leaves_the_report_to_them(monkeypatch, tmp_path) -> N
     (tmp_path / "r.rank0.json").write_text("{}")  # a worker of this run finished first
     assert report.write() is None
     assert not (tmp_path / "r.json").exists()
+
+
+def test_calls_from_inside_the_shim_are_not_the_programs(monkeypatch, tmp_path) -> None:
+    _on(monkeypatch, tmp_path / "r.json")
+    f = report.wrap("torch.cuda.current_stream", "emulated", lambda: 1)
+    # compiled as if it lived in cudashim/: how a stand-in calling an aliased API looks to the report
+    shim_file = str(Path(report.__file__).with_name("_fake_standin.py"))
+    exec(compile("def call_from_shim(f):\n    return f()\n", shim_file, "exec"), ns := {})
+    ns["call_from_shim"](f)
+    assert report.entries()["torch.cuda.current_stream"]["calls"] == 0
+    f()
+    assert report.entries()["torch.cuda.current_stream"]["calls"] == 1
