@@ -21,11 +21,6 @@ from typing import Any, Mapping
 
 from .errors import ConfigError
 
-try:  # Python 3.11+
-    import tomllib as _toml
-except ModuleNotFoundError:  # pragma: no cover - 3.10
-    import tomli as _toml  # type: ignore[no-redef]
-
 __all__ = ["Config", "PatchEntry", "PLATFORMS", "find_config_file", "load_config", "parse_config"]
 
 PLATFORMS = ("ascend", "nvidia", "cpu")
@@ -228,6 +223,10 @@ def load_config(start: Path | None = None, path: Path | None = None, environ: Ma
     found = Path(path) if path is not None else find_config_file(start, environ)
     if found is None:
         return _with_env_disable(Config(), environ)
+    try:  # imported here: only reading a file needs a TOML parser (tomli on Python 3.10)
+        import tomllib as _toml
+    except ModuleNotFoundError:  # pragma: no cover - 3.10
+        import tomli as _toml  # type: ignore[no-redef]
     try:
         with open(found, "rb") as f:
             doc = _toml.load(f)
