@@ -69,7 +69,7 @@ def rewriter() -> DeviceRewriter | None:
     return _rewrite
 
 
-def _bind_cuda(torch: Any, name: str, value: Any, treatment: str) -> None:
+def _bind_cuda(torch: Any, name: str, value: Any, treatment: str, submodules: list[Any]) -> None:
     # bound on torch.cuda and on every torch.cuda.* submodule holding the same original, so
     # `from torch.cuda.memory import memory_allocated` sees the alias too
     cuda = torch.cuda
@@ -77,8 +77,8 @@ def _bind_cuda(torch: Any, name: str, value: Any, treatment: str) -> None:
     _bindings.bind(cuda, name, value, f"torch.cuda.{name}", treatment)
     if orig is None:
         return
-    for mod_name, mod in list(sys.modules.items()):
-        if mod_name.startswith("torch.cuda.") and mod is not None and getattr(mod, name, None) is orig:
+    for mod in submodules:
+        if getattr(mod, name, None) is orig:
             _bindings.bind(mod, name, value)
 
 
@@ -105,16 +105,17 @@ def _install(torch: Any, rw: DeviceRewriter) -> None:
     _bind_dynamo_is_cuda()
 
     # torch.cuda as a CPU device module
+    subs = [m for n, m in list(sys.modules.items()) if n.startswith("torch.cuda.") and m is not None]
     for name, value in dm.table().items():
-        _bind_cuda(torch, name, value, "emulated")
+        _bind_cuda(torch, name, value, "emulated", subs)
     for name in _MEMORY:
-        _bind_cuda(torch, name, getattr(_cpu_memory, name), "emulated")
+        _bind_cuda(torch, name, getattr(_cpu_memory, name), "emulated", subs)
     for name in _STREAMS:
-        _bind_cuda(torch, name, getattr(_cpu_streams, name), "emulated")
+        _bind_cuda(torch, name, getattr(_cpu_streams, name), "emulated", subs)
     for name, value in _cpu_limits.LIMIT_TABLE.items():
-        _bind_cuda(torch, name, value, "unsupported")
+        _bind_cuda(torch, name, value, "unsupported", subs)
     for name, value in _cpu_device.legacy_types(torch):
-        _bind_cuda(torch, name, value, "aliased")
+        _bind_cuda(torch, name, value, "aliased", subs)
     for name, value in _cpu_device.nvtx_table().items():
         b.bind(torch.cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
 
