@@ -131,6 +131,7 @@ def _uninstall_patches() -> None:
                 pass
     _active.clear()
     _by_module.clear()
+    _apply.forget_handed_out()
     _hook.unwatch_all()
     _installed_with = None
 

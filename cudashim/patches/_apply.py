@@ -66,6 +66,10 @@ class Patch:
 
 _lock = threading.RLock()
 _local = threading.local()
+# id(replacement handed out) -> (replacement, the original it stands for): a package that re-exports a
+# patched symbol of its submodule (`from .impl import f` in __init__) picks up the replacement while
+# loading; its own patch must still record the real original, not the replacement
+_handed_out: dict[int, tuple[Any, Any]] = {}
 _trace_on = False  # CUDASHIM_DEBUG, read once at install: off costs one bool test per patch event
 
 
@@ -160,7 +164,7 @@ def apply(patch: Patch, module: ModuleType) -> None:
             d = eager_owner.__dict__ if isinstance(eager_owner, type) else vars(eager_owner)
             patch.original = d.get(attr, MISSING)
         else:
-            patch.original = MISSING if standin else module.__dict__.get(name, MISSING)
+            patch.original = MISSING if standin else _unwrap(module.__dict__.get(name, MISSING))
             if standin:  # `from X import *` on a stand-in yields exactly the patched names
                 module.__dict__["__cudashim_exposed__"].add(name)
                 module.__dict__["__all__"] = sorted(module.__dict__["__cudashim_exposed__"])
@@ -175,6 +179,16 @@ def apply(patch: Patch, module: ModuleType) -> None:
     if eager_owner is not None:
         # importing the replacement while holding _lock could deadlock against another thread's import
         setattr(eager_owner, name.rpartition(".")[2], resolve(patch))
+
+
+def _unwrap(value: Any) -> Any:
+    """The original behind a replacement another patch handed out, else value itself."""
+    hit = _handed_out.get(id(value))
+    return hit[1] if hit is not None and hit[0] is value else value
+
+
+def forget_handed_out() -> None:
+    _handed_out.clear()
 
 
 def resolve(patch: Patch) -> Any:
@@ -211,6 +225,8 @@ def resolve(patch: Patch) -> Any:
     with _lock:
         if patch.replacement is MISSING:
             patch.replacement = obj
+            if patch.original is not MISSING:
+                _handed_out.setdefault(id(obj), (obj, patch.original))
             module = patch.module
             if module is not None and "." not in patch.symbol:
                 module.__dict__[patch.symbol] = obj

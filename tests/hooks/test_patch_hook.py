@@ -353,3 +353,18 @@ def test_builtin_packs_resolve_to_npu_ops_on_cpu(shim: Run) -> None:
         print("OK", n)
     """, timeout=300)
     assert "OK 8" in out
+
+
+def test_package_reexporting_a_patched_submodule_symbol(shim: Run) -> None:
+    shim("""
+        patches.install(cfg(("rx:f", "repl:f"), ("rx.impl:f", "repl:f")), "cpu")
+        import rx, repl
+        import rx.impl
+        assert rx.f is repl.f and rx.impl.f is repl.f
+        real = patches.original("rx.impl:f")
+        assert real() == ("orig", 0)
+        assert patches.original("rx:f") is real       # not the replacement the package picked up
+        patches.uninstall()
+        assert rx.f is real and rx.impl.f is real
+    """, {"rx/__init__.py": "from rx.impl import f\n", "rx/impl.py": "def f():\n    return ('orig', 0)\n",
+          "repl.py": TARGET["repl.py"]})
