@@ -246,9 +246,9 @@ def _original_or_fail(patch: Patch) -> Any:
 
 def rebind_holders(patch: Patch) -> None:
     """Modules that did `from X import f` before the patch hold the original: give them the replacement."""
-    if patch.original is MISSING or patch.state != "applied":
-        return
-    name, original, skip = patch.symbol.rpartition(".")[2], patch.original, patch.entry.replacement.split(":")[0]
+    if patch.original is MISSING or patch.state != "applied" or "." in patch.symbol:
+        return  # (a patched method is reached through its class: nobody holds a copy to re-bind)
+    name, original, skip = patch.symbol, patch.original, patch.entry.replacement.split(":")[0]
     holders = [
         m for m in list(sys.modules.values())
         if isinstance(m, ModuleType) and m is not patch.module
