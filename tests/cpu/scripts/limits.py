@@ -1,0 +1,63 @@
+"""Each CUDA-only feature, used the way programs use it; prints {case: [error type, message]} as JSON."""
+
+import json
+import os
+import tempfile
+
+import torch
+
+from cudashim.errors import CapabilityError
+
+out = {}
+
+
+def case(name, fn):
+    try:
+        fn()
+        out[name] = [None, "no error"]
+    except CapabilityError as exc:
+        out[name] = ["CapabilityError", str(exc)]
+    except Exception as exc:  # noqa: BLE001 - reported, the test says what was expected
+        out[name] = [type(exc).__name__, str(exc)]
+
+
+def graph_capture():
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        pass
+
+
+def graph_ctx():
+    with torch.cuda.graph(object()):
+        raise AssertionError("the body must not run")
+
+
+case("CUDAGraph", graph_capture)
+case("graph", graph_ctx)
+case("make_graphed_callables", lambda: torch.cuda.make_graphed_callables(torch.nn.Linear(2, 2), (torch.randn(1, 2),)))
+case("graph_pool_handle", lambda: torch.cuda.graph_pool_handle())
+
+import torch.distributed._symmetric_memory as symm  # noqa: E402
+
+case("symm_mem.empty", lambda: symm.empty(16, device="cuda"))
+case("symm_mem.rendezvous", lambda: symm.rendezvous(torch.empty(4), "0"))
+
+from torch.utils import cpp_extension  # noqa: E402
+
+src = os.path.join(tempfile.mkdtemp(), "k.cu")
+open(src, "w").write("__global__ void k() {}\n")
+case("cpp_extension.load .cu", lambda: cpp_extension.load("k", [src]))
+case("cpp_extension.load_inline cuda", lambda: cpp_extension.load_inline("k", "", cuda_sources="__global__ void k(){}"))
+case("CUDAExtension", lambda: cpp_extension.CUDAExtension("k", [src]))
+try:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_one(x_ptr, n: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, n), tl.load(x_ptr + tl.arange(0, n)) + 1)
+
+    case("triton launch", lambda: add_one[(1,)](torch.zeros(4, device="cuda"), 4))
+except ImportError:
+    out["triton launch"] = ["skipped", "triton not installed"]
+print(json.dumps(out))

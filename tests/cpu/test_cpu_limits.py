@@ -1,0 +1,48 @@
+"""What the CPU cannot do fails loudly, at construction or first call, naming the API and the way out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+# case -> (words the message must hold: the API, and the way out)
+EXPECT = {
+    "CUDAGraph": ("torch.cuda.CUDAGraph", "enforce_eager"),
+    "graph": ("torch.cuda.graph", "enforce_eager"),
+    "make_graphed_callables": ("make_graphed_callables", "enforce_eager"),
+    "graph_pool_handle": ("graph_pool_handle", "enforce_eager"),
+    "symm_mem.empty": ("_symmetric_memory.empty", "collectives"),
+    "symm_mem.rendezvous": ("_symmetric_memory.rendezvous", "collectives"),
+    "cpp_extension.load .cu": ("cpp_extension.load('k')", "tool.cudashim.patches"),
+    "cpp_extension.load_inline cuda": ("load_inline('k')", "tool.cudashim.patches"),
+    "CUDAExtension": ("CUDAExtension('k')", "tool.cudashim.patches"),
+    "triton launch": ("add_one", "tool.cudashim.patches"),
+}
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, "-m", "cudashim", "run", "--platform", "cpu", str(HERE / "scripts" / "limits.py")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", sorted(EXPECT))
+def test_fails_loudly(outcomes: dict, case: str) -> None:
+    kind, message = outcomes[case]
+    if kind == "skipped":
+        pytest.skip(message)
+    assert kind == "CapabilityError", message
+    for word in EXPECT[case] + ("cpu",):
+        assert word in message, f"{word!r} missing from: {message}"
