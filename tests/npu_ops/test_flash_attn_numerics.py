@@ -131,7 +131,7 @@ def test_gradients_flow_through_the_portable_path():
     q = randn((1, 3, 2, 8), torch.float64, gen).requires_grad_()
     k = randn((1, 4, 1, 8), torch.float64, gen).requires_grad_()
     v = randn((1, 4, 1, 8), torch.float64, gen).requires_grad_()
-    assert torch.autograd.gradcheck(lambda a, b, c: flash_attn_func(a, b, c, causal=True), (q, k, v))
+    assert torch.autograd.gradcheck(lambda a, b, c: flash_attn_func(a, b, c, causal=True), (q, k, v), fast_mode=True)
 
 
 def test_bad_head_ratio_names_the_heads():
