@@ -10,10 +10,14 @@ Reading never imports torch.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable, Mapping, MutableMapping
 
 from .errors import EnvError
+
+# typing and dataclasses stay out of the bootstrap's import path: every shimmed interpreter imports
+# this module before user code, and dataclasses alone pulls in inspect, ast, dis and tokenize
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Callable, Mapping, MutableMapping
 
 __all__ = [
     "Var",
@@ -65,8 +69,40 @@ def _platform(name: str, value: str) -> str:
     return v
 
 
-@dataclass(frozen=True)
-class Var:
+class _Record:
+    """A small immutable record (what a frozen dataclass would give, without importing dataclasses)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        names = self.__slots__
+        values = dict(zip(names, args))
+        values.update(kwargs)
+        for name in names:
+            object.__setattr__(self, name, values[name] if name in values else type(self)._defaults[name])
+
+    _defaults: dict[str, object] = {}
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _astuple(self) -> tuple[object, ...]:
+        return tuple(getattr(self, n) for n in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._astuple() == self._astuple()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
+
+
+class Var(_Record):
+    """One variable the shim reads: Var(name, parse, default, doc)."""
+
+    __slots__ = ("name", "parse", "default", "doc")
     name: str
     parse: Callable[[str, str], object]
     default: object
@@ -124,15 +160,18 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> object:
 # when:           a condition the rule applies under (see _CONDITIONS), None for always.
 
 
-@dataclass(frozen=True)
-class EnvRule:
+class EnvRule(_Record):
+    """One line of PLATFORM_ENV: EnvRule(platform, name, value, mode, why, source=None, when=None)."""
+
+    __slots__ = ("platform", "name", "value", "mode", "why", "source", "when")
+    _defaults = {"source": None, "when": None}
     platform: str
     name: str
     value: str | None  # None: only ever set from `source`
     mode: str  # "default" | "owned"
     why: str
-    source: str | None = None
-    when: str | None = None
+    source: str | None
+    when: str | None
 
 
 PLATFORM_ENV: tuple[EnvRule, ...] = (
@@ -212,11 +251,11 @@ def translate_alloc_conf(value: str) -> tuple[str, tuple[str, ...]]:
 
 
 def _torch_npu_installed() -> bool:
-    # find_spec only locates it: importing torch_npu would import torch, which must not happen here
-    from importlib.util import find_spec
+    # only located, never imported: importing torch_npu imports torch, which must not happen here
+    from importlib.machinery import PathFinder
 
     try:
-        return find_spec("torch_npu") is not None
+        return PathFinder.find_spec("torch_npu") is not None
     except (ImportError, ValueError):
         return False
 

@@ -40,11 +40,18 @@ def _interpreter_options() -> list[str]:
     """Options given to the interpreter that runs us (`python -X dev -u -m cudashim run ...`), so the
     program runs under the same ones; none when started through the console script."""
     argv = list(getattr(sys, "orig_argv", []))
-    for i in range(1, len(argv) - 1):
-        if argv[i] == "-m" and argv[i + 1] in ("cudashim", "cudashim.cli"):
-            return argv[1:i]
-        if not argv[i].startswith("-"):
-            break
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-X", "-W", "--check-hash-based-pycs"):
+            i += 2  # these take a separate value
+            continue
+        if arg == "-m" or (arg.startswith("-m") and len(arg) > 2):
+            module = argv[i + 1] if arg == "-m" and i + 1 < len(argv) else arg[2:]
+            return argv[1:i] if module in ("cudashim", "cudashim.cli") else []
+        if not arg.startswith("-") or arg == "-c" or arg.startswith("-c"):
+            return []  # a script or -c code: we were not started as `-m cudashim`
+        i += 1
     return []
 
 

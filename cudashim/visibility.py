@@ -14,7 +14,10 @@ the [(name, previous)] changes for undo and the messages worth a warning.
 from __future__ import annotations
 
 import os
-from typing import MutableMapping
+
+TYPE_CHECKING = False  # typing stays out of every shimmed interpreter's start-up
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import MutableMapping
 
 from . import envs
 from .envs import Change

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+
+TYPE_CHECKING = False  # typing stays out of every shimmed interpreter's start-up
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Callable
 
 from .. import _state, envs
 from ..errors import ConfigError, CudashimError

@@ -51,14 +51,20 @@ def test_spawn_child_and_subprocess_are_shimmed_once_each(shim, tmp_path):
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is installed with torch")
 def test_torchrun_workers_are_shimmed_once_and_get_their_devices(shim, tmp_path):
     worker = tmp_path / "worker.py"
-    worker.write_text(_REPORT.replace("; ", "\n") + "\n")
+    # reports go to files: torchrun owns the workers' stdout (it may filter or prefix it)
+    worker.write_text(textwrap.dedent("""\
+        import json, os, cudashim._bootstrap as b
+        with open(os.path.join(os.environ["PROBE_DIR"], os.environ["LOCAL_RANK"] + ".json"), "w") as f:
+            json.dump([os.getpid(), os.environ["LOCAL_RANK"], os.environ.get("CUDA_VISIBLE_DEVICES"), b.status()], f)
+    """))
     # nvidia (forced): per-rank device slices are visible in CUDA_VISIBLE_DEVICES, and torchrun's own
     # `import torch` gets no alias layer, so this test is about propagation alone
-    env = shim.env(CUDASHIM_DEBUG="1", CUDA_VISIBLE_DEVICES="0,1,2,3", CUDASHIM_DEVICES_PER_RANK="2")
+    env = shim.env(CUDASHIM_DEBUG="1", CUDA_VISIBLE_DEVICES="0,1,2,3", CUDASHIM_DEVICES_PER_RANK="2",
+                   PROBE_DIR=str(tmp_path))
     r = shim.run(["--platform", "nvidia", "torchrun", "--standalone", "--nproc_per_node=2", str(worker)],
                  env, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    reports = sorted(_reports(r.stdout), key=lambda rep: rep[1])
+    reports = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in ("0", "1")]
     assert [rep[1] for rep in reports] == ["0", "1"]
     assert [rep[2] for rep in reports] == ["0,1", "2,3"]
     counts = shim.bootstraps(r.stderr)

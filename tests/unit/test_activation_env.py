@@ -203,3 +203,15 @@ def test_command_forms(tmp_path, monkeypatch):
         launcher.build_command([str(tmp_path / "nope.py")])
     assert launcher._parse(["--platform=cpu", "--report", "r.json", "x.py", "--platform", "y"]) == (
         {"platform": "cpu", "report": "r.json"}, ["x.py", "--platform", "y"])
+
+
+@pytest.mark.parametrize("orig, expected", [
+    (["py", "-X", "dev", "-u", "-W", "error", "-m", "cudashim", "run", "s.py"], ["-X", "dev", "-u", "-W", "error"]),
+    (["py", "-mcudashim", "run", "s.py"], []),
+    (["py", "-O", "-m", "other", "-m", "cudashim"], []),
+    (["py", "tool.py", "-m", "cudashim"], []),
+    (["/usr/bin/cudashim", "run", "s.py"], []),
+])
+def test_interpreter_options_pass_through_only_when_started_as_python_m_cudashim(monkeypatch, orig, expected):
+    monkeypatch.setattr(launcher.sys, "orig_argv", orig)
+    assert launcher._interpreter_options() == expected

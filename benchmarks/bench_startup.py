@@ -1,0 +1,146 @@
+"""What the bootstrap adds to interpreter start-up, measured against a baseline taken in the same run.
+
+1. `python -c pass` with the shim's bootstrap folder on PYTHONPATH vs without. Goal: < 3 ms added.
+   A third variant, CUDASHIM_DISABLE=1, isolates the trampoline itself (import cudashim + chaining)
+   from the activation work (config, detection, visibility, environment, hook).
+2. `python -c "import torch"` with the bootstrap vs without, the alias layer excluded: the shimmed
+   runs use CUDASHIM_PLATFORM=nvidia, where nothing is aliased, so what is measured is the bootstrap
+   plus the import hook on sys.meta_path while torch's ~1,000 modules load. Goal: ratio <= 1.03.
+
+Fresh interpreters, variants interleaved round by round (A B C, B C A, ...) so that machine load
+drifts into every variant alike; medians reported. Detection runs against the real machine (as a
+user's run would); nothing is cached between runs except the OS file cache.
+
+3. Where the time goes: in fresh interpreters without the shim, the bootstrap's imports one after
+   the other (each row is what that import adds to the ones above it), then one bootstrap() call;
+   minimum over the rounds, the least disturbed by machine load.
+
+    python benchmarks/bench_startup.py [--rounds 40] [--torch-rounds 12] [--no-torch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BOOTSTRAP_DIR = REPO / "cudashim" / "_bootstrap"
+_SCRUB_PREFIXES = ("CUDASHIM_", "PYTORCH_", "HCCL_", "TILELANG_", "TORCH_DEVICE_BACKEND")
+
+
+def _env(pkg: Path, shim: bool, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith(_SCRUB_PREFIXES)}
+    # the package through a folder holding only a link to it, so the baseline can import it too
+    # and the repo's own top-level sitecustomize never switches the shim on by accident
+    env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP_DIR), str(pkg)] if shim else [str(pkg)])
+    env.update(extra)
+    return env
+
+
+def _time(argv: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"bench_startup: {argv} failed ({r.returncode}):\n{r.stderr}")
+    return dt
+
+
+def _interleaved(variants: dict[str, tuple[list[str], dict[str, str]]], rounds: int) -> dict[str, list[float]]:
+    names = list(variants)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for n in names:  # warm the file cache and the bytecode caches; not counted
+        _time(*variants[n])
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for n in order:
+            times[n].append(_time(*variants[n]))
+    return times
+
+
+def _line(name: str, xs: list[float]) -> str:
+    q = statistics.quantiles(xs, n=4) if len(xs) >= 4 else [min(xs), statistics.median(xs), max(xs)]
+    return f"  {name:<28} median {statistics.median(xs) * 1e3:8.2f} ms  (IQR {q[0] * 1e3:.2f}..{q[-1] * 1e3:.2f}, n={len(xs)})"
+
+
+# the bootstrap's imports, in the order it reaches them, then the work itself
+_STEPS = ["cudashim", "cudashim._state", "cudashim.envs", "cudashim._bootstrap", "cudashim.config",
+          "cudashim.hardware", "cudashim.platform", "cudashim.visibility", "cudashim.patches", "cudashim.aliases"]
+_BREAKDOWN = """
+import importlib, sys, time
+out = []
+for name in %r:
+    t0 = time.perf_counter(); importlib.import_module(name); out.append((name, time.perf_counter() - t0))
+import cudashim._bootstrap as b
+t0 = time.perf_counter(); b.bootstrap(); out.append(("bootstrap() work", time.perf_counter() - t0))
+print(repr(out))
+""" % (_STEPS,)
+
+
+def _breakdown(pkg: Path, rounds: int) -> None:
+    best: dict[str, float] = {}
+    order: list[str] = []
+    env = _env(pkg, False, CUDASHIM_PLATFORM="cpu")  # detection is measured by bench_detect.py
+    for _ in range(rounds):
+        r = subprocess.run([sys.executable, "-c", _BREAKDOWN], env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"bench_startup: breakdown failed:\n{r.stderr}")
+        for name, dt in eval(r.stdout.strip().splitlines()[-1]):  # noqa: S307 - our own repr
+            if name not in best:
+                order.append(name)
+            best[name] = min(best.get(name, dt), dt)
+    for name in order:
+        print(f"  {name:<28} {best[name] * 1e3:7.2f} ms")
+    print(f"  {'total':<28} {sum(best.values()) * 1e3:7.2f} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--torch-rounds", type=int, default=12)
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args(argv)
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        pkg = Path(tmp)
+        (pkg / "cudashim").symlink_to(REPO / "cudashim", target_is_directory=True)
+
+        print(f"1. python -c pass, {args.rounds} interleaved rounds")
+        t = _interleaved({
+            "baseline": ([py, "-c", "pass"], _env(pkg, False)),
+            "shim": ([py, "-c", "pass"], _env(pkg, True)),
+            "shim, CUDASHIM_DISABLE=1": ([py, "-c", "pass"], _env(pkg, True, CUDASHIM_DISABLE="1")),
+        }, args.rounds)
+        for n, xs in t.items():
+            print(_line(n, xs))
+        base = statistics.median(t["baseline"])
+        added = (statistics.median(t["shim"]) - base) * 1e3
+        tramp = (statistics.median(t["shim, CUDASHIM_DISABLE=1"]) - base) * 1e3
+        print(f"  added by the bootstrap: {added:.2f} ms (trampoline alone {tramp:.2f} ms); "
+              f"goal < 3 ms: {'met' if added < 3 else 'NOT met'}")
+
+        if not args.no_torch:
+            print(f"2. python -c 'import torch', {args.torch_rounds} interleaved rounds, alias layer excluded (nvidia)")
+            code = "import torch"
+            t = _interleaved({
+                "baseline": ([py, "-c", code], _env(pkg, False)),
+                "bootstrap + hook": ([py, "-c", code], _env(pkg, True, CUDASHIM_PLATFORM="nvidia")),
+            }, args.torch_rounds)
+            for n, xs in t.items():
+                print(_line(n, xs))
+            ratio = statistics.median(t["bootstrap + hook"]) / statistics.median(t["baseline"])
+            print(f"  ratio {ratio:.3f}; goal <= 1.03: {'met' if ratio <= 1.03 else 'NOT met'}")
+
+        print(f"3. where the time goes (platform forced to cpu), min of {args.rounds} fresh interpreters")
+        _breakdown(pkg, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
