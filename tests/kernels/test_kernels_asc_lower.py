@@ -48,6 +48,9 @@ def test_asc_kernel_lowers_to_a_vector_core_entry_with_ub_dma_both_ways(sources,
     assert "asc_copy_gm2ub" in src and "asc_copy_ub2gm" in src, "no GM<->UB DMA"
     # the persistent core loop: each core steps over the rows by the core count
     assert "block_idx" in src
+    # T.Pipelined(num_stages=2): UB buffers and sync events alternate by iteration parity, so the
+    # next row's GM->UB DMA overlaps this row's compute and UB->GM DMA
+    assert re.search(r"\w+ & 1\)", src), "the row loop is not double-buffered"
     if case in SIMT:
         assert "__simt_vf__" in src and "asc_vf_call<" in src, "arithmetic outside a SIMT vector function"
     else:

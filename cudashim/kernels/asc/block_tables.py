@@ -30,7 +30,7 @@ def _program(max_num_blocks: int, max_seqlen_q: int, fill: int, cores: int) -> A
         with T.Kernel(C) as core:
             src_ub = T.alloc_shared((nb,), T.int32)
             out_ub = T.alloc_shared((nb,), T.int32)
-            for t in T.serial(T.ceildiv(B - core, C)):
+            for t in T.Pipelined(T.ceildiv(B - core, C), num_stages=2):
                 b = t * C + core
                 n = Used[b]
                 # src is at least max_num_blocks wide (the kernel's contract), so one DMA covers the row

@@ -33,7 +33,7 @@ def _program(hidden: int, eps: float, residual: bool, dtype: str, cores: int) ->
                 x_ub = T.alloc_shared((hidden,), dtype)
                 y_ub = T.alloc_shared((hidden,), dtype)
                 T.copy(W[0:hidden], w_ub)
-                for t in T.serial(T.ceildiv(M - core, C)):
+                for t in T.Pipelined(T.ceildiv(M - core, C), num_stages=2):
                     row = t * C + core
                     T.copy(X[row, 0:hidden], x_ub)
                     with T.SimtVF(threads=threads):
@@ -66,7 +66,7 @@ def _program(hidden: int, eps: float, residual: bool, dtype: str, cores: int) ->
             y_ub = T.alloc_shared((hidden,), dtype)
             s_ub = T.alloc_shared((hidden,), dtype)
             T.copy(W[0:hidden], w_ub)
-            for t in T.serial(T.ceildiv(M - core, C)):
+            for t in T.Pipelined(T.ceildiv(M - core, C), num_stages=2):
                 row = t * C + core
                 T.copy(X[row, 0:hidden], x_ub)
                 T.copy(R[row, 0:hidden], r_ub)

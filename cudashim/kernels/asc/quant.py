@@ -48,7 +48,7 @@ def _program(hidden: int, group_size: int, dtype: str, cores: int) -> Any:
             x_ub = T.alloc_shared((hidden,), dtype)
             q_ub = T.alloc_shared((hidden,), T.float8_e4m3fn)
             sf_ub = T.alloc_shared((ng,), T.uint8)
-            for t in T.serial(T.ceildiv(M - core, C)):
+            for t in T.Pipelined(T.ceildiv(M - core, C), num_stages=2):
                 row = t * C + core
                 T.copy(X[row, 0:hidden], x_ub)
                 with T.SimtVF(threads=256 if hidden > 4096 else 128):

@@ -36,7 +36,7 @@ def _program(hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, dtype: st
             q_ub = T.alloc_shared((qw,), dtype)
             k_ub = T.alloc_shared((kw,), dtype)
             cs_ub = T.alloc_shared((rot,), T.float32)
-            for t in T.serial(T.ceildiv(N - core, C)):
+            for t in T.Pipelined(T.ceildiv(N - core, C), num_stages=2):
                 tok = t * C + core
                 pos = Pos[tok]
                 T.copy(Q[tok, 0:qw], q_ub)

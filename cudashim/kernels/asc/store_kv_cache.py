@@ -36,7 +36,7 @@ def _program(row_elems: int, block_size: int, dtype: str, fp8: bool, group_size:
         ):
             with T.Kernel(C) as core:
                 x_ub = T.alloc_shared((row_elems,), dtype)
-                for t in T.serial(T.ceildiv(N - core, C)):
+                for t in T.Pipelined(T.ceildiv(N - core, C), num_stages=2):
                     tok = t * C + core
                     slot = Slot[tok]
                     if slot >= 0:
@@ -59,7 +59,7 @@ def _program(row_elems: int, block_size: int, dtype: str, fp8: bool, group_size:
             x_ub = T.alloc_shared((row_elems,), dtype)
             q_ub = T.alloc_shared((row_elems,), T.float8_e4m3fn)
             sf_ub = T.alloc_shared((ng,), T.uint8)
-            for t in T.serial(T.ceildiv(N - core, C)):
+            for t in T.Pipelined(T.ceildiv(N - core, C), num_stages=2):
                 tok = t * C + core
                 slot = Slot[tok]
                 if slot >= 0:
