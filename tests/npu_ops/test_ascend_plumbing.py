@@ -203,3 +203,22 @@ def test_unsupported_arguments_raise_naming_them(npu):
     with pytest.raises(CapabilityError, match="learnable_sink"):
         _flash_attn_fwd(q, q, q, cu_seqlens_q=cu([4]), learnable_sink=torch.zeros(2))
     assert npu.calls == []
+
+
+def test_chunked_decode_with_small_pages_gathers_and_masks_bottom_right(npu):
+    """Q_S > 1 with pages of 16: the docs want block_size % 128 == 0 there, so the pages are gathered."""
+    gen = torch.Generator().manual_seed(35)
+    lens = [9, 40]
+    ks = [randn((n, 1, 64), torch.float16, gen) for n in lens]
+    vs = [randn((n, 1, 64), torch.float16, gen) for n in lens]
+    p = make_paged(ks, vs, 16, gen)
+    q = randn((2, 3, 4, 64), torch.float16, gen)
+    out = flash_attn_with_kvcache(q, p.k_cache, p.v_cache, cache_seqlens=torch.tensor(lens, dtype=torch.int32),
+                                  block_table=p.block_table, causal=True)
+    (name, args, kw), = npu.calls
+    assert name == "npu_fused_infer_attention_score" and kw["block_table"] is None
+    assert args[1].dim() == 4 and kw["actual_seq_lengths_kv"] == lens
+    assert kw["sparse_mode"] == 3 and kw["atten_mask"].shape == (2048, 2048)
+    for i in range(2):
+        ro, _ = ref_attention(q[i], ks[i], vs[i], scale=0.125, causal=True)
+        torch.testing.assert_close(out[i].double(), ro, rtol=1e-2, atol=1e-2)
