@@ -104,6 +104,11 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
 
         config = load_config(start=Path(script_dir) if script_dir else None,
                              path=Path(config_path) if config_path else None)
+        if config.path is not None and not os.environ.get("CUDASHIM_CONFIG"):
+            # pinned, so later load_config() calls (get_platform() searches from the working
+            # directory) and child processes read the file this process found next to its script
+            undo.append(functools.partial(envs.undo, [("CUDASHIM_CONFIG", None)]))
+            os.environ["CUDASHIM_CONFIG"] = str(config.path)
         if platform is not None:
             # through the environment, so get_platform() and child processes agree with us
             undo.append(functools.partial(envs.undo, [("CUDASHIM_PLATFORM", os.environ.get("CUDASHIM_PLATFORM"))]))

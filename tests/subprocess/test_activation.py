@@ -173,3 +173,17 @@ def test_activate_and_deactivate_in_code_leave_the_process_as_found(shim, tmp_pa
     assert any("after `import torch`" in m for m in warned)
     # the cpu alias layer over a stand-in torch either installs or fails loudly; never silently skipped
     assert late in ("ok", "AttributeError", "ModuleNotFoundError", "ImportError", "CapabilityError", "TypeError")
+
+
+def test_config_next_to_the_script_decides_for_the_whole_process(shim, tmp_path):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "cudashim.toml").write_text('platform = "nvidia"\n')
+    (app / "main.py").write_text(
+        "import json, cudashim, cudashim._bootstrap as b\n"
+        "print(json.dumps([b.status()['platform'], b.status()['config'], cudashim.get_platform().name]))\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = shim.run([str(app / "main.py")], cwd=elsewhere)  # the working directory holds no config
+    assert r.returncode == 0, r.stderr
+    assert _last_json(r.stdout) == ["nvidia", str(app / "cudashim.toml"), "nvidia"]
