@@ -144,8 +144,10 @@ def _kvcache(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         sc = a.k.shape[0] // b
         k = a.k.view(b, sc, *a.k.shape[1:])
         v = a.v.view(b, sc, *a.v.shape[1:])
-    if sq > 1:  # with Q_S == 1 the docs ignore masks and sparse_mode
+    if sq > 1:
         kwargs.update(_mask_args(a, "pre_tokens", "next_tokens"))
+    elif a.window[0] >= 0:  # with Q_S == 1 the docs ignore masks and pre_tokens: a window would be dropped
+        raise unsupported(a.api, "window_size", _PATH, "decode with window_size=(-1, -1) or trim the cache to the window")
     if a.want_lse:
         kwargs["softmax_lse_flag"] = True
     out, lse = _npu().npu_fused_infer_attention_score(q, k, v, **kwargs)

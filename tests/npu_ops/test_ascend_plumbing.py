@@ -222,3 +222,12 @@ def test_chunked_decode_with_small_pages_gathers_and_masks_bottom_right(npu):
     for i in range(2):
         ro, _ = ref_attention(q[i], ks[i], vs[i], scale=0.125, causal=True)
         torch.testing.assert_close(out[i].double(), ro, rtol=1e-2, atol=1e-2)
+
+
+def test_single_query_sliding_window_is_refused_not_dropped(npu):
+    """The docs ignore masks when Q_S == 1: a decode window cannot be expressed, so it must raise."""
+    cache = torch.zeros(1, 8, 1, 64, dtype=torch.float16)
+    q = torch.zeros(1, 1, 1, 64, dtype=torch.float16)
+    with pytest.raises(CapabilityError, match="window_size"):
+        flash_attn_with_kvcache(q, cache, cache, cache_seqlens=8, causal=True, window_size=(4, 0))
+    assert npu.calls == []
