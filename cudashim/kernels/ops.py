@@ -58,8 +58,9 @@ def factories() -> dict[str, Callable[..., Any]]:
 
 
 def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
+    if name.startswith("_"):
+        # private and dunder probes (copy, pickle, inspect) must not resolve the platform
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     table = factories()
     try:
         return table[name]
