@@ -101,7 +101,7 @@ def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
     max_k = a.max_k
     if a.paged:
         lens = a.key_lengths().to(device=q.device, dtype=torch.int32)
-        table = a.block_table.to(device=q.device, dtype=torch.int32)
+        table = a.block_table.to(device=q.device, dtype=torch.int32).contiguous()
         if paged_mode(a) == "native":
             k, v = _contig(a.k), _contig(a.v)
             cu_k = a.cu_k.to(device=q.device, dtype=torch.int32) if a.cu_k is not None else cu_from_lengths(lens)

@@ -86,6 +86,9 @@ def check(a: Attn) -> None:
     """Shape checks flash-attn makes, with messages that name the argument."""
     hq = a.q.shape[-2]
     hk = a.k.shape[-2]
+    if a.paged and a.k.dim() != 4:
+        raise ValueError(f"{a.api}: with block_table, k/v must be the paged cache (num_blocks, block_size, "
+                         f"nheads_k, headdim), got k of shape {tuple(a.k.shape)}")
     if a.q.shape[-1] != a.k.shape[-1]:
         raise ValueError(f"{a.api}: q head_dim {a.q.shape[-1]} != k head_dim {a.k.shape[-1]}")
     if hk == 0 or hq % hk:

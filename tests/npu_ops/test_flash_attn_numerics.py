@@ -148,3 +148,9 @@ def test_ascend_rejects_softcap_by_name(monkeypatch):
     q = torch.zeros(1, 2, 2, 64)
     with pytest.raises(CapabilityError, match="softcap.*ascend"):
         flash_attn_func(q, q, q, softcap=1.0)
+
+
+def test_block_table_with_packed_kv_is_refused_by_name():
+    q = torch.zeros(4, 2, 64)
+    with pytest.raises(ValueError, match="block_table"):
+        flash_attn_varlen_func(q, q, q, cu([4]), cu([4]), 4, 4, block_table=torch.zeros(1, 1, dtype=torch.int32))
