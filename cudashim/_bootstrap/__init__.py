@@ -67,10 +67,15 @@ def _trace(msg: str) -> None:
         sys.stderr.write(f"cudashim[{os.getpid()}]: {msg}\n")
 
 
-def _warn(msg: str) -> None:
+def _warn(msg: str, stacklevel: int | None = None) -> None:
+    """A UserWarning (so -W / PYTHONWARNINGS filter it): at the caller of activate() when given a
+    stack level, else at no source line (bootstrap warnings have no user line to point at)."""
     import warnings
 
-    warnings.warn(f"cudashim: {msg}", UserWarning, stacklevel=3)
+    if stacklevel is not None:
+        warnings.warn(f"cudashim: {msg}", UserWarning, stacklevel=stacklevel + 1)
+    else:
+        warnings.warn_explicit(f"cudashim: {msg}", UserWarning, "<cudashim bootstrap>", 0, module="cudashim")
 
 
 def _script_dir() -> str | None:
@@ -207,6 +212,9 @@ def _chain_user_sitecustomize() -> None:
     if _chained is not None:
         return
     _chained = ""
+    loaded = getattr(sys.modules.get("sitecustomize"), "__file__", None)
+    if loaded and not _is_trampoline(loaded):
+        return  # bootstrap() called from code, after `site` already ran the user's file: not twice
     from importlib.machinery import PathFinder
 
     for entry in list(sys.path):
@@ -264,7 +272,8 @@ def activate(platform: str | None = None, *, config: str | os.PathLike[str] | No
         _warn(
             "activate() was called after `import torch`: device visibility and allocator settings set now "
             "may not take effect (torch/torch_npu read them at import); the alias layer and patches are "
-            "installed now. Start with `python -m cudashim run` to settle everything before torch loads."
+            "installed now. Start with `python -m cudashim run` to settle everything before torch loads.",
+            stacklevel=2,
         )
     _active = _activate("activate", script_dir=_script_dir(),
                         config_path=os.fspath(config) if config is not None else None, platform=platform)

@@ -187,3 +187,14 @@ def test_config_next_to_the_script_decides_for_the_whole_process(shim, tmp_path)
     r = shim.run([str(app / "main.py")], cwd=elsewhere)  # the working directory holds no config
     assert r.returncode == 0, r.stderr
     assert _last_json(r.stdout) == ["nvidia", str(app / "cudashim.toml"), "nvidia"]
+
+
+def test_bootstrap_called_from_code_does_not_run_the_user_sitecustomize_again(shim, tmp_path):
+    usc = _user_sitecustomize(tmp_path)
+    log = tmp_path / "usc.log"
+    code = "import cudashim._bootstrap as b; b.bootstrap(); b.bootstrap(); " + _USC
+    r = shim.python(["-c", code], shim.env(usc, USC_LOG=str(log)), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    pid, mark, status = _last_json(r.stdout)
+    assert mark == "mine" and status["active"] and status["bootstrap_runs"] == 1
+    assert log.read_text().split() == [str(pid)]
