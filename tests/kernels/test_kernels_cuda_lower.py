@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("tilelang", reason="tilelang not installed: pip install 'cudashim[tilelang]' to run the L2 kernel tests")
 
-from cudashim.kernels.cuda._jit import build_cubin, lower_source  # noqa: E402
+from cudashim.kernels.cuda._jit import build_cubin, compile_program, lower_source  # noqa: E402
 
 CASES = {
     "store_kv_cache_bf16": ("store_kv_cache", (1024, 16, "bfloat16", False, 32)),
@@ -63,3 +63,8 @@ def test_cuda_kernel_generates_sm90_source(sources, case):
 def test_cuda_kernel_builds_with_nvcc_for_sm90(sources, case):
     cubin = build_cubin(sources[case], arch="sm_90")
     assert cubin[:4] == b"\x7fELF"
+    # the factories' own path: TileLang's JIT (device build + host glue), minus the launch
+    module, args = CASES[case]
+    program = importlib.import_module(f"cudashim.kernels.cuda.{module}")._program(*args)
+    kernel = compile_program(program, target={"kind": "cuda", "arch": "sm_90"})
+    assert [str(p.dtype) for p in kernel.params] == [str(b.dtype) for b in program.buffer_map.values()]
