@@ -77,12 +77,14 @@ _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("
 
 # nvidia cells stay L0 until the H200 run lands (the lead updates them); ascend cells are L0 unless a contract
 # test composes them with real torch_npu code (L1: tests/ascend/test_transfer_to_npu_contract.py runs the
-# alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2).
+# alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2). cpu cells are L3 where a
+# CI test runs them (tests/cpu/test_cpu_limits.py runs the refusals under `cudashim run`, tests/kernels and
+# tests/npu_ops the torch paths, tests/cpu/test_cpu_torchrun.py NCCL-as-Gloo with two ranks).
 TABLE: tuple[Capability, ...] = (
     _cap("cuda_graphs", "CUDA graphs", "torch.cuda.CUDAGraph",
          Entry(N, RAISE_CONSTRUCTION, "L0", "torch.cuda.CUDAGraph / torch.cuda.graph"),
          Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
-         Entry(U, RAISE_CONSTRUCTION, "L0", "the CPU has no graph capture", _EAGER)),
+         Entry(U, RAISE_CONSTRUCTION, "L3", "the CPU has no graph capture", _EAGER)),
     _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
          Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
          Entry(U, RAISE_CALL, "L1", "keep_graph=True is accepted and dropped (NPU graphs exist only "
@@ -101,7 +103,7 @@ TABLE: tuple[Capability, ...] = (
          Entry(N, RAISE_CALL, "L0", "symm_mem.empty / rendezvous over NVLink"),
          Entry(U, RAISE_CALL, "L1", "no NPU implementation of symm_mem",
                "disable the intra-node symmetric-memory path (e.g. EPLB shuffle) and use process-group collectives"),
-         Entry(U, RAISE_CALL, "L0", "no CPU implementation of symm_mem",
+         Entry(U, RAISE_CALL, "L3", "no CPU implementation of symm_mem",
                "disable the symmetric-memory path and use process-group collectives (Gloo)")),
     _cap("batch_invariant", "batch-invariant kernels", "batch-invariant mode",
          Entry(N, RAISE_CONSTRUCTION, "L0", "batch-invariant + deterministic kernels"),
@@ -164,11 +166,11 @@ TABLE: tuple[Capability, ...] = (
          Entry(N, RAISE_CALL, "L0", "built with nvcc"),
          Entry(U, RAISE_CALL, "L0", "CUDA sources do not build for the NPU",
                f"port the extension to AscendC (NpuExtension) or {_PATCH}"),
-         Entry(U, RAISE_CALL, "L0", "CUDA sources do not build for the CPU", _PATCH)),
+         Entry(U, RAISE_CALL, "L3", "CUDA sources do not build for the CPU", _PATCH)),
     _cap("triton_kernels", "Triton kernels", "triton.jit kernel",
          Entry(N, RAISE_CALL, "L0", "Triton CUDA backend"),
          Entry(U, RAISE_CALL, "L0", "no Triton NPU backend is wired in", _PATCH),
-         Entry(U, RAISE_CALL, "L0", "no Triton CPU backend",
+         Entry(U, RAISE_CALL, "L3", "no Triton CPU backend",
                f"{_PATCH}, or set TRITON_INTERPRET=1 to run it in Triton's (slow) interpreter")),
 )
 
