@@ -337,7 +337,7 @@ def write(path: str | None = None, *, stderr: bool = True) -> str | None:
     Path(target).parent.mkdir(parents=True, exist_ok=True)
     tmp = f"{target}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
+        json.dump(data, f, indent=2, default=str)  # a patch status may carry paths or objects
         f.write("\n")
     os.replace(tmp, target)  # a reader never sees half a file
     if stderr:

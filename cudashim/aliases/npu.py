@@ -146,15 +146,18 @@ def _make_graph_classes(npu: Any) -> tuple[type, type] | None:
 
         def instantiate(self) -> None:
             """A no-op: an NPU graph is instantiated when its capture ends."""
+            report.record("torch.cuda.CUDAGraph.instantiate", "emulated")
             capabilities.require("cuda_graph_instantiate", PLATFORM, api="torch.cuda.CUDAGraph.instantiate")
 
         def raw_cuda_graph(self) -> int:
+            report.record("torch.cuda.CUDAGraph.raw_cuda_graph", "unsupported")
             capabilities.require("cuda_graph_keep_graph", PLATFORM, api="torch.cuda.CUDAGraph.raw_cuda_graph")
             capabilities.require("graph_event_timers", PLATFORM, api="torch.cuda.CUDAGraph.raw_cuda_graph")
             raise CapabilityError("torch.cuda.CUDAGraph.raw_cuda_graph is not available on ascend; "
                                   "NPU graphs have no raw cudaGraph_t [capability cuda_graph_keep_graph]")
 
         def raw_cuda_graph_exec(self) -> int:
+            report.record("torch.cuda.CUDAGraph.raw_cuda_graph_exec", "unsupported")
             capabilities.require("graph_event_timers", PLATFORM, api="torch.cuda.CUDAGraph.raw_cuda_graph_exec")
             raise CapabilityError("torch.cuda.CUDAGraph.raw_cuda_graph_exec is not available on ascend; "
                                   "NPU graphs have no cudaGraphExec_t [capability graph_event_timers]")
@@ -288,8 +291,7 @@ def _enforcing(fn: Callable[..., Any], api: str, cap: str, when: str) -> Callabl
     @functools.wraps(fn)
     def enforced(*args: Any, **kwargs: Any) -> Any:
         if when == "call" or _truthy_request(args, kwargs):
-            if not capabilities.supported(cap, PLATFORM):
-                report.record(api, "unsupported")
+            report.record(api, "emulated" if capabilities.supported(cap, PLATFORM) else "unsupported")
             capabilities.require(cap, PLATFORM, api=api)
         return fn(*args, **kwargs)
 
