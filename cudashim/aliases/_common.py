@@ -97,17 +97,25 @@ class DeviceRewriter:
         self.keep_index = keep_index
         self.target_device = torch.device(target)
         self._cache: dict[Any, Any] = {}
+        for warm in ("cuda", "cuda:0", torch.device("cuda"), torch.device("cuda", 0), 0, "cpu", torch.device("cpu")):
+            self(warm)
 
     def __call__(self, dev: Any) -> Any:
         try:
-            hit = self._cache.get(dev, _MISSING)
+            hit = self._cache.get(dev)
         except TypeError:  # unhashable: nothing CUDA-like
             return dev
-        if hit is _MISSING:
+        if hit is None:
             hit = self._compute(dev)
+            hit = dev if hit is None else hit
             if len(self._cache) < 4096:
                 self._cache[dev] = hit
-        return dev if hit is None else hit
+        return hit
+
+    @property
+    def cache(self) -> dict[Any, Any]:
+        """arg -> rewritten arg (the arg itself when unchanged), for hot paths: `cache.get(d) or rw(d)`."""
+        return self._cache
 
     def index_of(self, dev: Any) -> int | None:
         """The CUDA index named by dev (None when it names none or is not a CUDA device)."""
@@ -154,13 +162,14 @@ def wrap_factory(fn: Callable[..., Any], rewrite: DeviceRewriter, *, positional:
     error; copies just stay pageable.
     """
 
+    cache = rewrite.cache
     if positional is None:
         @functools.wraps(fn)
         def factory(*args: Any, **kwargs: Any) -> Any:
             if kwargs:
                 d = kwargs.get("device")
                 if d is not None:
-                    kwargs["device"] = rewrite(d)
+                    kwargs["device"] = cache.get(d) or rewrite(d)
                 if drop_pin_memory and kwargs.get("pin_memory"):
                     kwargs["pin_memory"] = False
             return fn(*args, **kwargs)

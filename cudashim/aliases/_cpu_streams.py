@@ -25,7 +25,13 @@ __all__ = [
 ]
 
 _ids = itertools.count(1)
-_local = threading.local()
+
+
+class _Local(threading.local):
+    stream: Any = None  # a class default: a missing per-thread value costs no AttributeError
+
+
+_local = _Local()
 
 
 class Stream:
@@ -142,7 +148,7 @@ class Event:
 
 
 def current_stream(device: Any = None) -> Stream:
-    return getattr(_local, "stream", None) or _DEFAULT
+    return _local.stream or _DEFAULT
 
 
 def default_stream(device: Any = None) -> Stream:
@@ -164,7 +170,7 @@ class StreamContext:
     def __enter__(self) -> Any:
         if self.stream is None:
             return None
-        self._prev = getattr(_local, "stream", None)
+        self._prev = _local.stream
         _local.stream = self.stream
         return self.stream
 

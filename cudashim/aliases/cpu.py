@@ -138,22 +138,26 @@ def _bind_tensor(torch: Any, rw: DeviceRewriter, dm: _cpu_device.DeviceModule) -
     orig_to, orig_get_device = T.to, T.get_device
     device_cls = torch.device
 
+    cache = rw.cache
+    preserve = torch.preserve_format
+
     def to(self: Any, *args: Any, **kwargs: Any) -> Any:
         if args:
             a = args[0]
             c = a.__class__
             if c is str or c is int or c is device_cls:
-                args = (rw(a),) + args[1:]
+                args = (cache.get(a) or rw(a),) + args[1:]
         if kwargs:
             d = kwargs.get("device")
             if d is not None:
-                kwargs["device"] = rw(d)
+                kwargs["device"] = cache.get(d) or rw(d)
         return orig_to(self, *args, **kwargs)
 
-    def cuda(self: Any, device: Any = None, non_blocking: bool = False,
-             memory_format: Any = torch.preserve_format) -> Any:
+    def cuda(self: Any, device: Any = None, non_blocking: bool = False, memory_format: Any = preserve) -> Any:
         if device is not None:
             dm.index(device, "Tensor.cuda")
+        if memory_format is preserve and self.is_cpu:
+            return self  # already on the target: CUDA's .cuda() returns the tensor itself too
         return orig_to(self, "cpu", non_blocking=non_blocking, memory_format=memory_format)
 
     def pin_memory(self: Any, device: Any = None) -> Any:
