@@ -35,7 +35,11 @@ _SCRUB_PREFIXES = ("CUDASHIM_", "PYTORCH_", "HCCL_", "TILELANG_", "TORCH_DEVICE_
 
 
 def _env(pkg: Path, shim: bool, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith(_SCRUB_PREFIXES)}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE") and not k.startswith(_SCRUB_PREFIXES)}
+    # an installed package has its bytecode cached (pip compiles on install): so do we, in a cache of
+    # our own, or every run would measure compiling cudashim's sources instead of importing them
+    env["PYTHONPYCACHEPREFIX"] = str(pkg / "pycache")
     # the package through a folder holding only a link to it, so the baseline can import it too
     # and the repo's own top-level sitecustomize never switches the shim on by accident
     env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP_DIR), str(pkg)] if shim else [str(pkg)])
