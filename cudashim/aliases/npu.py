@@ -15,11 +15,12 @@ Run by the import hook right after ``import torch`` when the platform is ``ascen
    * ``TILELANG_DEFAULT_TARGET=ascend`` set if absent (an explicit value wins);
    * ``torch.cuda.memory.*`` answered by ``torch_npu.npu.memory`` where it has the same function, and
      ``torch.cuda.memory._set_allocator_settings("k:v,…")`` honoured or refused key by key
-     (ALLOCATOR_KEYS: only expandable_segments can change at run time on the NPU allocator);
+     (_npu_memory.py, ALLOCATOR_KEYS: only expandable_segments can change at run time on the NPU);
    * the probe list (cudashim/aliases/probes.py): TileLang's target detection and friends see the real
      ``torch.cuda.is_available()`` (False on an NPU-only host) while they run;
-   * the capability table's Ascend rows enforced where an engine asks for them (ENFORCED: symmetric
-     memory, PDL, batch-invariant mode, graph timers) through ``cudashim.capabilities.require``.
+   * the capability table's Ascend rows enforced where an engine asks for them (_npu_enforce.py,
+     ENFORCED: symmetric memory, PDL, batch-invariant mode; graph timers at raw_cuda_graph()) through
+     ``cudashim.capabilities.require``.
 
 ``torch.version.cuda`` policy: left as it is (``None`` with the CPU torch that torch_npu runs on).
 It names the CUDA toolkit torch was built against; code reads it to choose nvcc, cuBLAS or Triton's
@@ -34,54 +35,22 @@ torch-npu 2.13.0 wheel over CPU torch; no NPU behaviour is verified here.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import os
 import sys
-import warnings
-from types import ModuleType
 from typing import Any, Callable
 
 from .. import capabilities, report
 from ..errors import CapabilityError, CudashimError
 from . import probes
 from ._common import Bindings
+from ._npu_enforce import ENFORCED, enforce_capabilities
+from ._npu_memory import ALLOCATOR_KEYS, fill_memory
 
 __all__ = ["install", "uninstall", "installed", "ALLOCATOR_KEYS", "ENFORCED", "TILELANG_TARGET"]
 
 PLATFORM = "ascend"
 TILELANG_TARGET = "ascend"
-
-# torch.cuda.memory._set_allocator_settings keys -> what happens on ascend
-#   "runtime": forwarded to torch_npu.npu.memory._set_allocator_settings (the only key it accepts)
-#   "startup": refused: the NPU allocator reads it from PYTORCH_NPU_ALLOC_CONF at start only
-#   "degrade": performance-only, no NPU equivalent: dropped with one warning
-#   anything else: refused, named
-ALLOCATOR_KEYS: dict[str, str] = {
-    "expandable_segments": "runtime",
-    "max_split_size_mb": "startup",
-    "garbage_collection_threshold": "startup",
-    "roundup_power2_divisions": "degrade",
-    "release_lock_on_cudamalloc": "degrade",
-    "pinned_use_cuda_host_register": "degrade",
-    "pinned_num_register_threads": "degrade",
-    "pinned_use_background_threads": "degrade",
-}
-
-# where an engine asks for something the Ascend column of the capability table refuses or degrades:
-# (module, attribute, capability id, when) — "call": every call; "truthy": only when the first argument
-# (or enabled=/mode=) is truthy, so switching the feature *off* stays a plain call.
-ENFORCED: tuple[tuple[str, str, str, str], ...] = (
-    ("torch.distributed._symmetric_memory", "empty", "symmetric_memory", "call"),
-    ("torch.distributed._symmetric_memory", "rendezvous", "symmetric_memory", "call"),
-    ("torch.distributed._symmetric_memory", "enable_symm_mem_for_group", "symmetric_memory", "call"),
-    ("torch.distributed._symmetric_memory", "get_symm_mem_workspace", "symmetric_memory", "call"),
-    ("deep_gemm", "set_pdl", "pdl", "truthy"),
-    ("tile_kernels", "set_pdl", "pdl", "truthy"),
-    ("batch_invariant_ops", "set_batch_invariant_mode", "batch_invariant", "truthy"),
-    ("batch_invariant_ops", "enable_batch_invariant_mode", "batch_invariant", "call"),
-    ("vllm.model_executor.layers.batch_invariant", "enable_batch_invariant_mode", "batch_invariant", "call"),
-)
 
 _bindings = Bindings()
 _installed = False
@@ -210,111 +179,6 @@ def _unpin_env() -> None:
     _env_set.clear()
 
 
-# ---- torch.cuda.memory ---------------------------------------------------------------------------------
-
-def _parse_allocator_settings(settings: str) -> list[tuple[str, str]]:
-    pairs = []
-    for part in str(settings).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        key, sep, value = part.partition(":")
-        if not sep:
-            raise CapabilityError(
-                f"torch.cuda.memory._set_allocator_settings({settings!r}): {part!r} is not key:value; "
-                "write it as e.g. 'expandable_segments:True'")
-        pairs.append((key.strip(), value.strip()))
-    return pairs
-
-
-def _make_set_allocator_settings(npu_memory: Any) -> Callable[[str], None]:
-    forward = getattr(npu_memory, "_set_allocator_settings", None)
-
-    def _set_allocator_settings(settings: str) -> None:
-        """torch.cuda.memory._set_allocator_settings on ascend: honoured or refused key by key."""
-        honoured = []
-        for key, value in _parse_allocator_settings(settings):
-            kind = ALLOCATOR_KEYS.get(key)
-            if kind == "runtime" and forward is not None:
-                honoured.append(f"{key}:{value}")
-            elif kind == "startup":
-                raise CapabilityError(
-                    f"torch.cuda.memory._set_allocator_settings: {key!r} cannot change at run time on ascend "
-                    f"(the NPU allocator reads it once at start); set {key}:{value} in PYTORCH_NPU_ALLOC_CONF "
-                    "(or PYTORCH_CUDA_ALLOC_CONF, which cudashim copies there) before the program starts")
-            elif kind == "degrade":
-                warnings.warn(
-                    f"torch.cuda.memory._set_allocator_settings: {key!r} has no NPU equivalent on ascend and is "
-                    "ignored (performance only; results are unchanged)", RuntimeWarning, stacklevel=2)
-            else:
-                raise CapabilityError(
-                    f"torch.cuda.memory._set_allocator_settings: {key!r} is not an allocator setting torch_npu "
-                    f"understands on ascend; remove it from the call (at run time ascend takes only "
-                    f"{', '.join(k for k, v in ALLOCATOR_KEYS.items() if v == 'runtime')})")
-        if honoured:
-            forward(",".join(honoured))
-
-    return _set_allocator_settings
-
-
-def _fill_memory(torch: Any, npu: Any) -> None:
-    cuda_memory = getattr(torch.cuda, "memory", None)
-    npu_memory = getattr(npu, "memory", None)
-    if not isinstance(cuda_memory, ModuleType) or npu_memory is None:
-        return
-    # torch.cuda.X is aliased by transfer_to_npu, torch.cuda.memory.X is not (it patches three names):
-    # every function both modules define goes to the NPU one
-    for name, value in list(vars(cuda_memory).items()):
-        if name.startswith("__") or name == "_set_allocator_settings" or not callable(value):
-            continue
-        if isinstance(value, type) or getattr(value, "__module__", None) != cuda_memory.__name__:
-            continue  # classes and re-exports stay: only the module's own functions are CUDA calls
-        target = getattr(npu_memory, name, None)
-        if callable(target) and target is not value:
-            _bindings.bind(cuda_memory, name, target, api=f"torch.cuda.memory.{name}")
-    _bindings.bind(cuda_memory, "_set_allocator_settings", _make_set_allocator_settings(npu_memory),
-                   api="torch.cuda.memory._set_allocator_settings", treatment="emulated")
-
-
-# ---- capability enforcement ----------------------------------------------------------------------------
-
-def _truthy_request(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    if args:
-        return bool(args[0])
-    for key in ("enabled", "enable", "mode", "value"):
-        if key in kwargs:
-            return bool(kwargs[key])
-    return True  # a bare call of a setter means "on"
-
-
-def _enforcing(fn: Callable[..., Any], api: str, cap: str, when: str) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def enforced(*args: Any, **kwargs: Any) -> Any:
-        if when == "call" or _truthy_request(args, kwargs):
-            report.record(api, "emulated" if capabilities.supported(cap, PLATFORM) else "unsupported")
-            capabilities.require(cap, PLATFORM, api=api)
-        return fn(*args, **kwargs)
-
-    enforced.__cudashim_enforced__ = cap  # type: ignore[attr-defined]
-    return enforced
-
-
-def _enforce(module_name: str, attr: str, cap: str, when: str, module: ModuleType) -> None:
-    if not _installed:
-        return
-    fn = getattr(module, attr, None)
-    if not callable(fn) or getattr(fn, "__cudashim_enforced__", None) is not None:
-        return
-    if capabilities.entry(cap, PLATFORM).status == "native":
-        return
-    _bindings.bind(module, attr, _enforcing(fn, f"{module_name}.{attr}", cap, when))
-
-
-def _enforce_capabilities() -> None:
-    for module_name, attr, cap, when in ENFORCED:
-        probes._when_imported(module_name, functools.partial(_enforce, module_name, attr, cap, when))
-
-
 # ---- report --------------------------------------------------------------------------------------------
 
 def _report_aliases(torch: Any, npu: Any) -> None:
@@ -343,9 +207,9 @@ def install() -> None:
         _fill_streams(npu)
         _fill_graphs(torch, npu)
         _pin_tilelang_target()
-        _fill_memory(torch, npu)
+        fill_memory(_bindings, torch, npu)
         probes.install(PLATFORM, real)
-        _enforce_capabilities()
+        enforce_capabilities(_bindings, lambda: _installed)
         if report.enabled():
             _report_aliases(torch, npu)
     except BaseException:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from ._common import Bindings
 
-__all__ = ["PROBES", "Probe", "install", "uninstall", "installed", "probes_for"]
+__all__ = ["PROBES", "Probe", "install", "uninstall", "installed", "probes_for", "when_imported"]
 
 
 # distribution -> {"version": minimum version the entries were read from, "platforms": where they apply,
@@ -145,7 +145,8 @@ def _apply(probe: Probe, module: ModuleType) -> None:
     _applied.append(f"{probe.module}:{probe.qualname}")
 
 
-def _when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
+def when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
+    """callback(module) now if `name` is loaded, else when it loads (the shim's import hook)."""
     try:
         from ..patches import when_imported
     except ImportError:
@@ -167,7 +168,7 @@ def install(platform: str, real_is_available: Callable[[], bool]) -> None:
         return
     _active = True
     for probe in probes_for(platform):
-        _when_imported(probe.module, functools.partial(_apply, probe))
+        when_imported(probe.module, functools.partial(_apply, probe))
 
 
 def uninstall() -> None:
