@@ -132,6 +132,7 @@ READ: dict[str, Var] = {
         Var("PYTORCH_CUDA_ALLOC_CONF", _str, None, "CUDA allocator settings; translated on ascend"),
         Var("PYTORCH_NPU_ALLOC_CONF", _str, None, "NPU allocator settings; an explicit value wins"),
         Var("PYTORCH_ALLOC_CONF", _str, None, "generic allocator settings (torch >= 2.9), read by torch_npu"),
+        Var("NCCL_SOCKET_IFNAME", _str, None, "NCCL's network interface; carried over to HCCL_SOCKET_IFNAME on ascend"),
     )
 }
 
