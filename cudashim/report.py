@@ -15,7 +15,7 @@ Output, once at exit (atexit): a JSON file plus a short table on stderr. One fil
   (``r.json`` → ``r.rank0.json``, ``r.rank1.json``); RANK comes from the environment (torchrun),
   else from ``torch.distributed.get_rank()`` when a process group is up;
 * a multiprocessing child that is not a rank writes ``<stem>.pid<PID><suffix>`` so it never
-  overwrites its parent's file;
+  overwrites its parent's file, and only when it touched a CUDA API (DataLoader workers mostly don't);
 * a rank-less process during whose run rank files of the same base appeared is the launcher of those
   ranks (``torchrun`` itself, shimmed like every Python process, probes device_count on its own) and
   writes nothing: ``--report r.json`` under ``torchrun --nproc-per-node 2`` gives exactly
@@ -330,6 +330,8 @@ def write(path: str | None = None, *, stderr: bool = True) -> str | None:
     if target is None:
         return None
     base = path if path is not None else _path
+    if ".pid" in Path(target).stem and not any(e[1] for e in _entries.values()):
+        return None  # a helper process (DataLoader worker, spawn child) that touched nothing: no file
     if base is not None and target == str(Path(base)) and _ranks_wrote_during_run(base):
         # the launcher of the ranks (torchrun's agent probes device_count itself): their files are the report
         return None

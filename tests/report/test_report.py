@@ -136,7 +136,8 @@ def test_written_at_exit_in_a_fresh_interpreter(tmp_path) -> None:
         "f = report.wrap('torch.cuda.synchronize', 'aliased', lambda: None)\n"
         "f(); f()\n"
     )
-    env = {**os.environ, "CUDASHIM_REPORT": str(out), "PYTHONPATH": str(REPO)}
+    # the repo's sitecustomize trampoline is on that path: CUDASHIM_DISABLE keeps the bootstrap out of it
+    env = {**os.environ, "CUDASHIM_REPORT": str(out), "PYTHONPATH": str(REPO), "CUDASHIM_DISABLE": "1"}
     env.pop("WORLD_SIZE", None)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -165,3 +166,31 @@ def test_calls_from_inside_the_shim_are_not_the_programs(monkeypatch, tmp_path) 
     assert report.entries()["torch.cuda.current_stream"]["calls"] == 0
     f()
     assert report.entries()["torch.cuda.current_stream"]["calls"] == 1
+
+
+def test_spawned_helper_writes_its_own_file_only_when_it_touched_something(tmp_path) -> None:
+    code = (
+        "import multiprocessing as mp\n"
+        "from cudashim import report\n"
+        "def touch():\n"
+        "    report.wrap('torch.cuda.synchronize', 'aliased', lambda: None)()\n"
+        "def idle():\n"
+        "    report.enabled()\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = mp.get_context('spawn')\n"
+        "    for target in (touch, idle):\n"
+        "        p = ctx.Process(target=target); p.start(); p.join()\n"
+        "    report.record('torch.cuda.is_available', 'aliased')\n"
+    )
+    script = tmp_path / "prog.py"
+    script.write_text(code)
+    env = {**os.environ, "CUDASHIM_REPORT": str(tmp_path / "r.json"), "PYTHONPATH": str(REPO), "CUDASHIM_DISABLE": "1"}
+    for name in ("RANK", "WORLD_SIZE"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(p.name for p in tmp_path.glob("r*.json"))
+    assert len(files) == 2 and "r.json" in files, files  # the parent and the one child that touched an API
+    child = next(f for f in files if f != "r.json")
+    assert child.startswith("r.pid") and json.loads((tmp_path / child).read_text())["apis"][0]["calls"] == 1
