@@ -31,6 +31,7 @@ ENFORCED: tuple[tuple[str, str, str, str], ...] = (
     ("batch_invariant_ops", "set_batch_invariant_mode", "batch_invariant", "truthy"),
     ("batch_invariant_ops", "enable_batch_invariant_mode", "batch_invariant", "call"),
     ("vllm.model_executor.layers.batch_invariant", "enable_batch_invariant_mode", "batch_invariant", "call"),
+    ("sglang.srt.batch_invariant_ops.batch_invariant_ops", "enable_batch_invariant_mode", "batch_invariant", "call"),
 )
 
 
