@@ -48,6 +48,15 @@ def build_cubin(source: str, arch: str = "sm_90") -> bytes:
 
 
 def threads_for(elems: int, per_thread: int, lo: int = 32, hi: int = 256) -> int:
-    """Threads for one row of `elems`: per_thread elements each (one 16-byte vector), a warp multiple."""
-    want = max(lo, min(hi, elems // per_thread))
-    return max(lo, want // 32 * 32)
+    """Threads for one row of `elems`: a power of two in [lo, hi] dividing elems, ~per_thread each.
+
+    Powers of two because TileLang's block all-reduce needs them; dividing elems so every thread
+    gets whole vectors (7168 = 2**10 * 7 takes 256 threads, not 448).
+    """
+    best = lo
+    t = lo
+    while t <= hi:
+        if elems % t == 0 and elems // t >= min(per_thread, elems // lo):
+            best = t
+        t *= 2
+    return best
