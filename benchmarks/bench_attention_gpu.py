@@ -29,6 +29,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from cudashim.npu_ops import _attn_cuda  # noqa: E402
+from cudashim.npu_ops._core import Attn  # noqa: E402
 from cudashim.npu_ops.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
 
 HQ, HK, D = 32, 8, 128
@@ -151,7 +152,7 @@ def _report(kind: str, shape: str, path: str, t_rep: float, m_rep: float, best: 
     ratio = t_ideal / t_rep
     ROWS.append((kind, shape, path, t_rep, t_ideal, name, ratio, m_rep, m_ideal))
     flag = "" if ratio >= 0.9 else "  <-- below 0.9"
-    print(f"{kind:14s} {shape:28s} {path:7s} repl {t_rep:8.3f} ms  ideal {t_ideal:8.3f} ms ({name:17s}) "
+    print(f"{kind:14s} {shape:28s} {path:6s} repl {t_rep:8.3f} ms  ideal {t_ideal:8.3f} ms ({name:17s}) "
           f"ratio {ratio:5.2f}  peak MiB repl {m_rep:8.1f} ideal {m_ideal:8.1f}{flag}", flush=True)
 
 
@@ -182,7 +183,8 @@ def bench_paged_prefill(ctx: list[int], new: list[int], block: int, rng: random.
                                          max_seqlen_k=max(ctx), cu_seqlens_k=cu_k, softmax_scale=SCALE,
                                          causal=True, block_table=table)
     best = _best(_ideals(q, k, v, cu_q, cu_k, max(new), max(ctx), True))
-    path = "native" if "block_table" in _attn_cuda._schema_args() and block % 256 == 0 else "gather"
+    path = _attn_cuda.paged_mode(Attn(api="bench", q=q, k=kc, v=vc, cu_q=cu_q, max_q=max(new), max_k=max(ctx),
+                                      block_table=table, scale=SCALE, causal=True, window=(-1, 0)))
     _report("paged prefill", f"B={len(ctx)} ctx={max(ctx)} new={max(new)} bs={block}", path,
             _time(rep), _peak_mib(rep), best)
 
@@ -199,7 +201,9 @@ def bench_paged_decode(batch: int, ctx: int, block: int, rng: random.Random) -> 
     qp = q.view(batch, HQ, D)
     dense = (q.transpose(1, 2), k.view(batch, ctx, HK, D).transpose(1, 2), v.view(batch, ctx, HK, D).transpose(1, 2))
     best = _best(_ideals(qp, k, v, _cu([1] * batch), _cu(lengths), 1, ctx, True, dense))
-    path = "native" if "block_table" in _attn_cuda._schema_args() and block % 256 == 0 else "gather"
+    path = _attn_cuda.paged_mode(Attn(api="bench", q=qp, k=kc, v=vc, cu_q=_cu([1] * batch), max_q=1, max_k=ctx,
+                                      block_table=table, scale=SCALE, causal=True, window=(-1, 0),
+                                      kind="kvcache", q_len=1))
     _report("paged decode", f"B={batch} ctx={ctx} bs={block}", path, _time(rep), _peak_mib(rep), best)
 
 

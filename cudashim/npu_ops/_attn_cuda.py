@@ -7,8 +7,10 @@ in recent torch — ALiBi and a paged `block_table`. Which keyword arguments exi
 op's schema at run time, so one code path serves torch 2.5 … 2.13.
 
 Paged KV: the kernel reads pages itself when torch exposes `block_table` and the page size is a
-multiple of 256 (flash-attn 2's constraint); otherwise the pages each sequence uses are gathered into
-one padded buffer with a single index_select and the kernel masks the tail with `seqused_k`.
+multiple of 256 (flash-attn 2's constraint); otherwise single-query decode goes to our Triton paged
+kernel (`_paged_decode_triton`, when triton is installed), and everything else gathers the pages each
+sequence uses into one padded buffer with a single index_select, the kernel masking the tail with
+`seqused_k`.
 Verified (L3) by tests/device/test_npu_ops_gpu.py on an H200; nothing here runs in CI.
 """
 
@@ -38,10 +40,31 @@ def _schema_args() -> frozenset[str]:
         return frozenset()
 
 
+@lru_cache(maxsize=1)
+def _triton_decode():
+    try:
+        from . import _paged_decode_triton
+    except ImportError:  # no triton on this box: decode gathers its pages instead
+        return None
+    return _paged_decode_triton
+
+
 def paged_mode(a: Attn) -> str:
-    """'native' when the kernel reads the pages itself, else 'gather'."""
+    """How a paged cache is read: 'native' (the flash kernel reads pages), 'triton' (our paged decode
+    kernel, one query per sequence), or 'gather' (pages copied into one padded buffer first)."""
     if "block_table" in _schema_args() and a.k.shape[1] % 256 == 0:
         return "native"
+    tri = _triton_decode()
+    if (
+        tri is not None
+        and a.kind == "kvcache"
+        and a.q_len == 1
+        and a.alibi_slopes is None
+        and a.dropout_p == 0
+        and a.window[0] < 0
+        and tri.supports(a.q.shape[-1], a.q.dtype)
+    ):
+        return "triton"
     return "gather"
 
 
@@ -102,7 +125,13 @@ def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
     if a.paged:
         lens = a.key_lengths().to(device=q.device, dtype=torch.int32)
         table = a.block_table.to(device=q.device, dtype=torch.int32).contiguous()
-        if paged_mode(a) == "native":
+        mode = paged_mode(a)
+        if mode == "triton":
+            out, lse = _triton_decode().paged_decode(
+                q.view(a.batch, q.shape[1], q.shape[2]), a.k, a.v, table, lens, a.scale, a.max_k
+            )
+            return out, (lse.transpose(0, 1) if a.want_lse else None), None
+        if mode == "native":
             k, v = _contig(a.k), _contig(a.v)
             cu_k = a.cu_k.to(device=q.device, dtype=torch.int32) if a.cu_k is not None else cu_from_lengths(lens)
             kw["block_table"] = table

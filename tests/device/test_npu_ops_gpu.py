@@ -88,8 +88,15 @@ def test_paged_prefill_prefix_cache(block):
 
 
 @pytest.mark.parametrize("block", [16, 256])
-def test_paged_decode_appends_in_place_and_returns_lse(block):
+def test_paged_decode_appends_in_place_and_returns_lse(block, monkeypatch):
+    from cudashim.npu_ops import _attn_cuda
     from cudashim.npu_ops.flash_attn import flash_attn_with_kvcache
+
+    tri = _attn_cuda._triton_decode()
+    triton_calls = []
+    if tri is not None:
+        real = tri.paged_decode
+        monkeypatch.setattr(tri, "paged_decode", lambda *a, **k: (triton_calls.append(1), real(*a, **k))[1])
 
     gen = torch.Generator().manual_seed(3)
     lens = [1, 700, 33, 256]
@@ -110,6 +117,8 @@ def test_paged_decode_appends_in_place_and_returns_lse(block):
         ro, rl = ref_attention(q[b], ks[b], vs[b], scale=128 ** -0.5, causal=True)
         torch.testing.assert_close(out[b].double(), ro, **BF16)
         torch.testing.assert_close(lse[b].double(), rl, rtol=1e-2, atol=1e-2)
+    if block == 16 and tri is not None:  # small pages: read in place by the Triton kernel, not gathered
+        assert triton_calls
 
 
 def test_dense_window_and_fa4_vision():

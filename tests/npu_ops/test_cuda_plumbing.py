@@ -65,6 +65,7 @@ def flash(monkeypatch):
     emu = FlashEmulation()
     monkeypatch.setattr(_attn_cuda, "_op", lambda: emu)
     monkeypatch.setattr(_attn_cuda, "_schema_args", lambda: SCHEMA)
+    monkeypatch.setattr(_attn_cuda, "_triton_decode", lambda: None)  # gather unless a test brings one
     return emu
 
 
@@ -133,3 +134,31 @@ def test_windows_go_down_as_windows_and_fallback_reasons_are_named(flash):
                                                max_q=20, max_k=20, cu_k=cu([20]), scale=0.1))
     assert "softcap" in _attn_cuda.why_not(Attn(api="t", q=q, k=k, v=v, cu_q=cu([20]), max_q=20, max_k=20,
                                                  cu_k=cu([20]), scale=0.1, softcap=5.0))
+
+
+def test_small_page_decode_goes_to_the_triton_kernel_when_available(flash, monkeypatch):
+    import types
+
+    import cudashim.npu_ops.flash_attn as fa
+    from cudashim.npu_ops import _core
+    from cudashim.npu_ops._paged_decode_triton import supports
+
+    seen = {}
+
+    def paged_decode(q, k_cache, v_cache, block_table, seqlens, scale, max_len):
+        seen.update(q=q.shape, k=k_cache.shape, table=block_table, lens=seqlens.tolist(), max_len=max_len)
+        return q.clone(), torch.zeros(q.shape[0], q.shape[1])
+
+    monkeypatch.setattr(_attn_cuda, "_triton_decode", lambda: types.SimpleNamespace(
+        supports=supports, paged_decode=paged_decode))
+    monkeypatch.setattr(fa, "attend", lambda a: (_core.check(a), _attn_cuda.attend(a))[1])
+    gen = torch.Generator().manual_seed(54)
+    p = make_paged([randn((n, 2, 64), torch.float16, gen) for n in (9, 40)],
+                   [randn((n, 2, 64), torch.float16, gen) for n in (9, 40)], 16, gen)
+    q = randn((2, 1, 8, 64), torch.float16, gen)
+    out, lse = flash_attn_with_kvcache(q, p.k_cache, p.v_cache, cache_seqlens=torch.tensor([9, 40]),
+                                       block_table=p.block_table, causal=True, return_softmax_lse=True)
+    assert flash.calls == []  # the flash kernel was not used
+    assert seen["q"] == (2, 8, 64) and seen["k"] == tuple(p.k_cache.shape) and seen["lens"] == [9, 40]
+    assert seen["max_len"] == p.block_table.shape[1] * 16
+    assert torch.equal(out[:, 0], q[:, 0]) and lse.shape == (2, 8, 1)
