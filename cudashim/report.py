@@ -80,6 +80,23 @@ def _skip_dirs() -> tuple[str, ...]:
     return tuple(dirs)
 
 
+_framework: tuple[str, ...] = ("<frozen",)  # torch's folders once wrap() has seen torch imported
+
+
+def _from_program() -> bool:
+    # who made this call: the first frame above the wrapper that is not torch's. The shim's own use
+    # of an aliased API (directly, or through torch) is not the program's and is not counted.
+    f = _getframe(2)
+    while f is not None:
+        name = f.f_code.co_filename
+        if name.startswith(_SHIM_DIR):
+            return False
+        if not name.startswith(_framework):
+            return True
+        f = f.f_back
+    return True
+
+
 def enabled() -> bool:
     """True when CUDASHIM_REPORT is set; decided once per process (cheap afterwards)."""
     global _enabled, _path, _started
@@ -150,16 +167,18 @@ def record(api: str, treatment: str, *, count: bool = True) -> None:
 def wrap(api: str, treatment: str, fn: F) -> F:
     """`fn` counted under `api`: the calls and the first user call site are recorded.
 
-    Calls made from inside cudashim (a stand-in using an aliased API) are not counted: they are
-    the shim's, not the program's.
+    Calls made by cudashim itself (a stand-in using an aliased API, directly or through torch) are not
+    counted: they are the shim's, not the program's. Calls torch makes on the program's behalf are.
 
     Functions get a functools.wraps wrapper. Classes keep their identity for isinstance(),
     subclassing and class attributes: the result is a subclass whose metaclass counts
     constructions and answers isinstance() for instances of the original class.
     Callers bind through wrap() only when enabled(); wrapping twice is harmless.
     """
+    global _framework
     _check(treatment)
     enabled()  # decides the report path and registers the exit hook
+    _framework = ("<frozen",) + _skip_dirs()[1:]  # torch is imported by the time aliases are bound
     e = _entry(api, treatment)
     if isinstance(fn, type):
         counted = _wrap_class(fn, e)
@@ -170,7 +189,7 @@ def wrap(api: str, treatment: str, fn: F) -> F:
 
     @functools.wraps(fn)
     def counted_call(*args: Any, **kwargs: Any) -> Any:
-        if not _getframe(1).f_code.co_filename.startswith(_SHIM_DIR):  # the shim's own use is not the program's
+        if _from_program():
             _hit(e)
         return fn(*args, **kwargs)
 
@@ -183,7 +202,7 @@ def _wrap_class(cls: type, e: list[Any]) -> type | None:
 
     def __call__(self: type, *args: Any, **kwargs: Any) -> Any:
         if self is counted:
-            if not _getframe(1).f_code.co_filename.startswith(_SHIM_DIR):
+            if _from_program():
                 _hit(e)
             return cls(*args, **kwargs)
         return meta.__call__(self, *args, **kwargs)  # a user's subclass of the alias
