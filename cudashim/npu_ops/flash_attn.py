@@ -216,6 +216,8 @@ def flash_attn_with_kvcache(
         if cache_batch_idx is not None:
             kk = kk.index_select(0, cache_batch_idx.to(kk.device).long())
             vv = vv.index_select(0, cache_batch_idx.to(vv.device).long())
+        else:  # a cache allocated for more sequences than this batch: rows 0..B-1, as flash-attn reads
+            kk, vv = kk[:batch], vv[:batch]
         sc = kk.shape[1]
         kk = kk.reshape(batch * sc, *kk.shape[2:])
         vv = vv.reshape(batch * sc, *vv.shape[2:])

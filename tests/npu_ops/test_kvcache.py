@@ -113,10 +113,10 @@ def test_cache_batch_idx_picks_cache_rows():
         torch.testing.assert_close(out[b].double(), ro, rtol=1e-5, atol=1e-5)
 
 
-def test_int_cache_seqlens_and_window():
+def test_int_cache_seqlens_window_and_a_cache_larger_than_the_batch():
     gen = torch.Generator().manual_seed(14)
-    k_cache = randn((2, 12, 2, 64), torch.float32, gen)
-    v_cache = randn((2, 12, 2, 64), torch.float32, gen)
+    k_cache = randn((5, 12, 2, 64), torch.float32, gen)  # room for 5 sequences, 2 in this batch
+    v_cache = randn((5, 12, 2, 64), torch.float32, gen)
     q = randn((2, 3, 2, 64), torch.float32, gen)
     out = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=9, causal=True, window_size=(4, 0))
     for b in range(2):
