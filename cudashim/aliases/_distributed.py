@@ -17,13 +17,16 @@ __all__ = ["bind_distributed"]
 
 def bind_distributed(b: Bindings, torch: Any, backend_map: dict[str, str],
                      device_id: Callable[[Any], Any], device_ids: Callable[[Any], Any],
-                     device_type: Callable[[Any], Any], is_active: Callable[[], bool]) -> None:
+                     device_type: Callable[[Any], Any], is_active: Callable[[], bool],
+                     fsdp_device_id: Callable[[Any], Any] | None = None) -> None:
     """Bind the distributed aliases into b.
 
-    device_id maps one device (init_process_group/new_group/FSDP device_id, DDP output_device),
-    device_ids a list of them (DDP device_ids, barrier), device_type a DeviceMesh device type.
-    is_active tells late callbacks (FSDP loading after uninstall) to do nothing.
+    device_id maps one device (init_process_group/new_group device_id, DDP output_device),
+    device_ids a list of them (DDP device_ids, barrier), device_type a DeviceMesh device type,
+    fsdp_device_id FSDP's device_id (default: device_id). is_active tells late callbacks (FSDP
+    loading after uninstall) to do nothing.
     """
+    fsdp_device_id = fsdp_device_id or device_id
     import torch.distributed as dist
 
     if not dist.is_available():
@@ -64,8 +67,16 @@ def bind_distributed(b: Bindings, torch: Any, backend_map: dict[str, str],
         if not is_active():
             return
         cls = mod.FullyShardedDataParallel
-        b.bind(cls, "__init__", wrap_args(cls.__init__, {"device_id": (10, device_id)}),
-               "torch.distributed.fsdp.FullyShardedDataParallel", "aliased")
+        init = wrap_args(cls.__init__, {"device_id": (10, fsdp_device_id)})
+
+        def fsdp_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            if len(args) <= 9 and "device_id" not in kwargs:  # not given: the target may need naming
+                default = fsdp_device_id(None)
+                if default is not None:
+                    kwargs["device_id"] = default
+            init(self, *args, **kwargs)
+
+        b.bind(cls, "__init__", fsdp_init, "torch.distributed.fsdp.FullyShardedDataParallel", "aliased")
 
     when_imported("torch.distributed.device_mesh", mesh)
     when_imported("torch.distributed.fsdp.fully_sharded_data_parallel", fsdp)

@@ -129,7 +129,9 @@ def _install(torch: Any, rw: DeviceRewriter) -> None:
     _bind_misc(torch, rw)
 
     bind_distributed(b, torch, {"nccl": "gloo"}, device_id=lambda d: None if rw.is_cuda(d) else d,
-                     device_ids=lambda ids: None, device_type=lambda t: rw(t), is_active=installed)
+                     device_ids=lambda ids: None, device_type=lambda t: rw(t), is_active=installed,
+                     # FSDP wants a device even on cpu: it refuses to guess one when no accelerator exists
+                     fsdp_device_id=lambda d: rw.target_device if d is None or rw.is_cuda(d) else d)
     _bind_lazy_limits()
 
 

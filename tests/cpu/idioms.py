@@ -570,3 +570,36 @@ def _compiled(dev: str) -> Any:
 
 
 same("torch.compile with device='cuda' inside", "gpt-fast / nano-vllm compiled sampler", tol=1e-5)(_compiled)
+
+
+def _fsdp(dev: str, pass_device: bool) -> Any:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    m = _model(dev)
+    if dev == "cuda":
+        f = FSDP(m, device_id=torch.cuda.current_device()) if pass_device else FSDP(m)
+    else:
+        f = FSDP(m, device_id=torch.device("cpu"))
+    loss = f(_x(4, 8).to(dev)).sum()
+    loss.backward()
+    return loss.detach()
+
+
+pair("FSDP(device_id=current_device())", "FSDP tutorial / HF accelerate",
+     lambda: _pg("nccl", lambda: _fsdp("cuda", True)), lambda: _pg("gloo", lambda: _fsdp("cpu", True)))
+pair("FSDP(model.cuda()) without device_id", "older FSDP scripts",
+     lambda: _pg("nccl", lambda: _fsdp("cuda", False)), lambda: _pg("gloo", lambda: _fsdp("cpu", False)))
+
+
+def _mesh_fully_shard(dev: str) -> Any:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(dev, (1,))
+    m = _model(dev)
+    fully_shard(m, mesh=mesh)
+    return mesh.device_type, m(_x(2, 8).to(dev))
+
+
+pair("init_device_mesh('cuda') + fully_shard", "torchtitan FSDP2", lambda: _pg("nccl", lambda: _mesh_fully_shard("cuda")),
+     lambda: _pg("gloo", lambda: _mesh_fully_shard("cpu")))
