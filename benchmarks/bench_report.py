@@ -62,7 +62,11 @@ def timed(device, cuda_apis):
 
 
 def wrappers():
-    return sum(1 for v in vars(torch.cuda).values() if hasattr(v, "__cudashim_report__"))
+    import torch.distributed
+    spaces = (torch, torch.cuda, torch.Tensor, torch.nn.Module, torch.distributed, torch.cuda.memory)
+    # in __dict__, not hasattr: torch.ops-style namespaces answer any attribute
+    return sum(1 for ns in spaces for v in list(vars(ns).values())
+               if "__cudashim_report__" in (getattr(v, "__dict__", None) or {{}}))
 
 
 def run(kind):
@@ -162,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  shim/bare, reporting code absent             : {without:.3f}")
     print(f"  -> ratio of the two                          : {with_code / without:.3f} (goal 1.00 within noise)")
     wrappers = {k: max(x.get("wrappers", 0) for x in res["extra"][k]) for k in ("noreport", "off", "on")}
-    print(f"  report wrappers bound on torch.cuda: noreport {wrappers['noreport']}, off {wrappers['off']}, "
+    print(f"  report wrappers bound on torch, torch.cuda, Tensor, Module, distributed: noreport {wrappers['noreport']}, off {wrappers['off']}, "
           f"on {wrappers['on']} (off == noreport: the same plain functions on the call path)")
     plain_t, counted_t = _per_call_ns()
     extra_ms = (counted_t - plain_t) * passes / 1e6
