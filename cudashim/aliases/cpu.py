@@ -171,7 +171,17 @@ def _bind_tensor(torch: Any, rw: DeviceRewriter, dm: _cpu_device.DeviceModule) -
     def record_stream(self: Any, stream: Any) -> None:
         return None  # no allocator stream to tie the tensor to: every stream is ordered
 
+    orig_type = T.type
+
+    def type_(self: Any, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        if dtype is None:
+            return orig_type(self)
+        if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
+            dtype = "torch." + dtype[len("torch.cuda."):]  # the legacy CUDA type names the CPU one
+        return orig_type(self, dtype, non_blocking, **kwargs)
+
     to.__wrapped__ = orig_to  # type: ignore[attr-defined]
+    b.bind(T, "type", type_, "Tensor.type('torch.cuda.*')", "aliased")
     b.bind(T, "to", to, "Tensor.to", "aliased")
     b.bind(T, "cuda", cuda, "Tensor.cuda", "aliased")
     b.bind(T, "pin_memory", pin_memory, "Tensor.pin_memory", "emulated")
@@ -262,6 +272,13 @@ def _bind_misc(torch: Any, rw: DeviceRewriter) -> None:
             return _orig(*args)
 
         b.bind(torch, fname, query, f"torch.{fname}", "aliased")
+    # custom_fwd/bwd compare `t.device.type == device_type` (a CUDA tensor's type is "cpu" here)
+    amp_mode = torch.amp.autocast_mode
+    for fname in ("custom_fwd", "custom_bwd"):
+        deco = wrap_args(getattr(amp_mode, fname), {"device_type": (None, rw)})
+        b.bind(amp_mode, fname, deco, f"torch.amp.{fname}(device_type='cuda')", "aliased")
+        if getattr(torch.amp, fname, None) is not None:
+            b.bind(torch.amp, fname, deco)
     gs = torch.amp.grad_scaler.GradScaler
     orig_gs = gs.__init__
 

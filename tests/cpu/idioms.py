@@ -603,3 +603,62 @@ def _mesh_fully_shard(dev: str) -> Any:
 
 pair("init_device_mesh('cuda') + fully_shard", "torchtitan FSDP2", lambda: _pg("nccl", lambda: _mesh_fully_shard("cuda")),
      lambda: _pg("gloo", lambda: _mesh_fully_shard("cpu")))
+
+
+pair("Tensor.type('torch.cuda.HalfTensor')", "old fp16 scripts", lambda: _x(3).type("torch.cuda.HalfTensor"),
+     lambda: _x(3).type("torch.HalfTensor"))
+same("Tensor.type() name", "old logging")(lambda d: _x(2).to(d).type())
+
+
+def _mha(dev: str) -> Any:
+    mha = nn.MultiheadAttention(16, 4, batch_first=True).to(dev).eval()
+    x = _x(2, 5, 16).to(dev)
+    with torch.no_grad():
+        return mha(x, x, x, need_weights=False)[0]
+
+
+same("nn.MultiheadAttention eval fast path", "torchvision ViT / HF encoders", tol=1e-6)(_mha)
+
+
+def _encoder(dev: str) -> Any:
+    layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True).to(dev).eval()
+    enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(dev)
+    with torch.no_grad():
+        return enc(_x(2, 5, 16).to(dev))
+
+
+same("nn.TransformerEncoder eval", "PyTorch transformer tutorial", tol=1e-6)(_encoder)
+
+
+class _Scaled(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+    def forward(ctx: Any, a: torch.Tensor) -> torch.Tensor:
+        return a * 2
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 2
+
+
+class _ScaledCpu(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    def forward(ctx: Any, a: torch.Tensor) -> torch.Tensor:
+        return a * 2
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 2
+
+
+def _custom_fwd(fn: Any, dev: str) -> Any:
+    with torch.autocast(dev, dtype=torch.bfloat16):
+        out = fn.apply(_x(3).to(dev).to(torch.bfloat16))
+    return out
+
+
+pair("torch.amp.custom_fwd(device_type='cuda', cast_inputs=)", "apex-style fused ops",
+     lambda: _custom_fwd(_Scaled, "cuda"), lambda: _custom_fwd(_ScaledCpu, "cpu"))
