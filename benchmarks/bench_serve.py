@@ -79,9 +79,10 @@ def bench_cpu(args: argparse.Namespace) -> dict:
     prompts = torch.randint(0, cfg.vocab_size, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(0))
 
     cpu_aliases.uninstall()
-    bare_model = serve.build_model(cfg, "cpu", torch.float32, compile_layer=False)
+    dtype = getattr(torch, args.dtype)
+    bare_model = serve.build_model(cfg, "cpu", dtype, compile_layer=False)
     cpu_aliases.install()
-    shim_model = serve.build_model(cfg, "cuda", torch.float32, compile_layer=False)
+    shim_model = serve.build_model(cfg, "cuda", dtype, compile_layer=False)
 
     bare, shim = [], []
     same = True
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--dtype", default=None, help="model dtype (default: float32 on cpu, bfloat16 on nvidia)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads for the cpu bench (1: on a shared box, OpenMP barriers waiting for a "
                          "descheduled thread would swamp the measurement); 0 keeps torch's default")
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                          "on a machine shared with other jobs)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    args.dtype = args.dtype or ("float32" if args.platform == "cpu" else "bfloat16")
     if args.worker:
         _worker(args)
         return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,8 @@ def _torchrun(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 def test_nccl_allreduce_two_ranks() -> None:
     proc = _torchrun(str(HERE / "scripts" / "allreduce.py"))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    rows = [json.loads(line.split("RESULT ", 1)[1]) for line in proc.stdout.splitlines() if "RESULT " in line]
+    # two ranks share the pipe, so their lines may interleave: pick the objects out, not the lines
+    rows = [json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\})", proc.stdout)]
     assert sorted(r["rank"] for r in rows) == [0, 1]
     for r in rows:
         assert r["sum"] == [float(1 + 2)] * 4  # rank 0 contributes 1, rank 1 contributes 2

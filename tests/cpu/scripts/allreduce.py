@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -13,7 +14,8 @@ rank = dist.get_rank()
 t = torch.full((4,), float(rank + 1), device="cuda")
 dist.all_reduce(t)
 dist.barrier(device_ids=[local_rank])
-print("RESULT " + json.dumps({"rank": rank, "world": dist.get_world_size(), "sum": t.tolist(),
+sys.stdout.write("RESULT " + json.dumps({"rank": rank, "world": dist.get_world_size(), "sum": t.tolist(),
                               "backend": dist.get_backend(), "device_count": torch.cuda.device_count(),
-                              "current_device": torch.cuda.current_device()}), flush=True)
+                              "current_device": torch.cuda.current_device()}) + "\n")
+sys.stdout.flush()
 dist.destroy_process_group()
