@@ -4,7 +4,8 @@
 
 1. runs accelerator_kind() and the NVML probe (discover_gpus: name, compute capability, NUMA);
 2. right after, asks `nvidia-smi --query-compute-apps=pid` whether this pid holds a context, and
-   whether libcuda is even mapped into the process (NVML needs only libnvidia-ml);
+   whether libcuda is even mapped into the process (reported, not required: on driver 580 NVML's
+   library maps it without initialising it — a mapped library is not a context);
 3. then sets CUDA_VISIBLE_DEVICES="" in this same process, imports torch and prints
    torch.cuda.device_count(): 0 proves CUDA was first initialised after the probe (the runtime reads
    the variable once, at cuInit), i.e. the probe did not initialise it;
@@ -75,7 +76,9 @@ def main() -> int:
     count = torch.cuda.device_count()
     _emit("torch_after_hiding", torch=torch.__version__, cuda_visible_devices="", device_count=count)
 
-    control = subprocess.run([sys.executable, "-c", _CONTROL], capture_output=True, text=True, timeout=120)
+    # the control must start with every device visible (this process has hidden them by now)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    control = subprocess.run([sys.executable, "-c", _CONTROL], capture_output=True, text=True, timeout=120, env=env)
     control_count = int(control.stdout.strip()) if control.returncode == 0 else None
     _emit("control_init_first", device_count=control_count, stderr=control.stderr.strip()[-300:])
 
@@ -83,7 +86,6 @@ def main() -> int:
         kind == "nvidia"
         and bool(gpus)
         and all(g.compute_capability is not None for g in gpus)
-        and not mapped
         and not (pids and os.getpid() in pids)
         and count == 0
         and bool(control_count)

@@ -177,15 +177,23 @@ class PlatformGPU(Platform):
     def pin_host_memory(self, tensor: torch.Tensor) -> None:
         import torch
 
-        err = torch.cuda.cudart().cudaHostRegister(tensor.data_ptr(), tensor.nbytes, 0)
-        _warn_unless_benign(_code(err), self._BENIGN, f"cudaHostRegister(0x{tensor.data_ptr():x}, {tensor.nbytes})",
+        # A failed cudaHostRegister, even a benign one, leaves the runtime's last error set and
+        # torch's next kernel launch check raises it (seen on the H200): don't provoke the error.
+        if tensor.is_pinned():
+            return
+        err = _code(torch.cuda.cudart().cudaHostRegister(tensor.data_ptr(), tensor.nbytes, 0))
+        if err:
+            _clear_cuda_last_error()
+        _warn_unless_benign(err, self._BENIGN, f"cudaHostRegister(0x{tensor.data_ptr():x}, {tensor.nbytes})",
                             "H2D/D2H copies from this buffer take the pageable slow path")
 
     def unpin_host_memory(self, ptr: int) -> None:
         import torch
 
-        err = torch.cuda.cudart().cudaHostUnregister(ptr)
-        _warn_unless_benign(_code(err), self._BENIGN, f"cudaHostUnregister(0x{ptr:x})",
+        err = _code(torch.cuda.cudart().cudaHostUnregister(ptr))
+        if err:
+            _clear_cuda_last_error()
+        _warn_unless_benign(err, self._BENIGN, f"cudaHostUnregister(0x{ptr:x})",
                             "the buffer may stay page-locked until the process exits")
 
     def get_distributed_options(self) -> object:
@@ -370,3 +378,17 @@ def get_platform() -> Platform:
 @_state.on_reset
 def _reset() -> None:
     _cache.clear()
+
+
+def _clear_cuda_last_error() -> None:
+    """Reset the CUDA runtime's last error after a benign failure (torch's cudart binding has no
+    cudaGetLastError): call it in the libcudart this process already mapped; best effort."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            path = next((line.split()[-1] for line in f if "libcudart.so" in line), None)
+        if path is not None:
+            ctypes.CDLL(path).cudaGetLastError()
+    except OSError:
+        pass
