@@ -9,6 +9,7 @@ The oracle is transformers' own greedy `generate` on the same bf16 weights, run 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,8 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "nano_vllm"
 MATCH = 24  # tokens of the first prompt that must agree exactly (the issue's bar)
 
-pytest.importorskip("nanovllm", reason="nano-vllm-fork is not installed: run scripts/install")
-pytestmark = pytest.mark.slow
+# find_spec, not an import: nano-vllm cannot be imported without the shim (it needs flash_attn)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("nanovllm") is None,
+                       reason="nano-vllm-fork is not installed: run scripts/install"),
+]
 
 
 def _run(args: list[str], env_extra: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -51,10 +56,10 @@ def _shim_run(checkpoint: Path, out: Path, *extra: str, env_extra: dict[str, str
                  "--json", str(out), *extra], env_extra)
 
 
-def _compare(engine: list[int], ref: list[int]) -> int:
+def _compare(engine: list[int], ref: list[int], which: str = "prompt 0") -> int:
     """Length of the common prefix; the drift after it is printed, not hidden."""
     n = next((i for i, (a, b) in enumerate(zip(engine, ref)) if a != b), min(len(engine), len(ref)))
-    print(f"first prompt: {n} equal tokens; engine tail {engine[n:n + 8]} vs reference {ref[n:n + 8]}")
+    print(f"{which}: {n} equal tokens; engine then {engine[n:n + 8]} vs reference {ref[n:n + 8]}")
     return n
 
 
@@ -66,7 +71,7 @@ def test_tp1_eager_matches_transformers_greedy(checkpoint, reference, tmp_path):
     got = json.loads(out.read_text())["token_ids"]
     assert _compare(got[0], reference[0]) >= MATCH
     for i, (g, ref) in enumerate(zip(got[1:], reference[1:]), 1):
-        print(f"prompt {i}: {_compare(g, ref)} equal tokens")
+        _compare(g, ref, f"prompt {i}")  # shown, not asserted: bf16 drift may start early on some prompts
 
 
 def test_tp2_eager_matches_transformers_greedy(checkpoint, reference, tmp_path):
