@@ -86,25 +86,33 @@ def bench_cpu(args: argparse.Namespace) -> dict:
 
     bare, shim = [], []
     same = True
-    def run_bare():
+    control_model = serve.build_model(cfg, "cpu", dtype, compile_layer=False) if args.control else None
+    control: list[float] = []
+
+    def run_bare(model=bare_model):
         cpu_aliases.uninstall()
-        return _tps(serve, bare_model, prompts, args.new_tokens, "cpu", cuda_apis=False, cpu_time=args.cpu_time)
+        return _tps(serve, model, prompts, args.new_tokens, "cpu", cuda_apis=False, cpu_time=args.cpu_time)
 
     def run_shim():
         cpu_aliases.install()
         return _tps(serve, shim_model, prompts, args.new_tokens, "cuda", cuda_apis=True, cpu_time=args.cpu_time)
 
     for r in range(args.rounds + 1):  # round 0 warms both up and is not counted
-        if r % 2:  # alternate which side goes first, so neither always meets the other's leftovers
-            (b, out_b), (s, out_s) = run_bare(), run_shim()
-        else:
-            (s, out_s), (b, out_b) = run_shim(), run_bare()
+        sides = ["bare", "shim"] + (["control"] if control_model is not None else [])
+        if r % 2:  # alternate the order, so no side always meets another's leftovers
+            sides.reverse()
+        got = {}
+        for side in sides:
+            got[side] = run_shim() if side == "shim" else run_bare(control_model if side == "control" else bare_model)
+        (b, out_b), (s_, out_s) = got["bare"], got["shim"]
         same = same and torch.equal(out_b, out_s)
         if r:
             bare.append(b)
-            shim.append(s)
+            shim.append(s_)
+            if "control" in got:
+                control.append(got["control"][0])
     cpu_aliases.uninstall()
-    return {"platform": "cpu", "bare_tps": bare, "shim_tps": shim, "identical_tokens": same}
+    return {"platform": "cpu", "bare_tps": bare, "shim_tps": shim, "control_tps": control, "identical_tokens": same}
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -156,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-time", action="store_true",
                     help="cpu bench: tokens per CPU-second of this process instead of per wall second (steadier "
                          "on a machine shared with other jobs)")
+    ap.add_argument("--no-control", dest="control", action="store_false",
+                    help="cpu bench: skip the A/A control (a second bare model timed the same way), whose ratio "
+                         "to the bare side shows the noise floor of this machine in this run")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.dtype = args.dtype or ("float32" if args.platform == "cpu" else "bfloat16")
@@ -181,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"throughput ratio shim/bare: median of per-round ratios {ratio_med:.3f}, best-of {ratio_best:.3f} "
           f"(goal >= {goal}: {'met' if ratio_med >= goal else 'NOT met'})"
           + ("" if res["identical_tokens"] is None else f"; identical tokens: {res['identical_tokens']}"))
+    if res.get("control_tps"):
+        noise = statistics.median(c / b for c, b in zip(res["control_tps"], res["bare_tps"]))
+        print(f"noise floor (A/A: the same bare loop on a second model vs the bare side): {noise:.3f}; "
+              f"ratio of medians shim/bare {statistics.median(res['shim_tps']) / statistics.median(res['bare_tps']):.3f}")
     return 0
 
 
