@@ -31,6 +31,8 @@ import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # a checkout without `pip install -e .` (the GPU box) still finds cudashim
+    sys.path.insert(0, str(ROOT))
 
 
 def _ensure_flash_attn() -> None:
