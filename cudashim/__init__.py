@@ -6,8 +6,10 @@ through the module __getattr__ below (a subprocess test proves it).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+# no typing, no importlib at import: every shimmed interpreter imports this package before user code
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
 
 from .errors import (
     CapabilityError,
@@ -51,7 +53,9 @@ def __getattr__(name: str) -> Any:
         module, attr, call = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module 'cudashim' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attr)
+    from importlib import import_module
+
+    value = getattr(import_module(module), attr)
     # PLATFORM is not cached here: get_platform() caches, and tests reset it through _state.reset()
     return value() if call else value
 

@@ -5,7 +5,9 @@ Modules that keep state register a reset callback with on_reset(); reset() runs 
 
 from __future__ import annotations
 
-from typing import Callable
+TYPE_CHECKING = False  # typing stays out of start-up: every shimmed interpreter imports this module
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Callable
 
 __all__ = ["on_reset", "reset"]
 

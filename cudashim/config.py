@@ -12,14 +12,18 @@ file, the key and the fix.
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Mapping
 
+from ._record import Record
 from .errors import ConfigError
+
+# Every shimmed interpreter runs load_config() before user code, and almost always finds no file:
+# that path uses os.path only. pathlib, tomllib and importlib.util are imported where a file is
+# found or a patch is checked, and dataclasses/typing not at all (Record; annotations are strings).
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+    from typing import Any, Mapping
 
 __all__ = ["Config", "PatchEntry", "PLATFORMS", "find_config_file", "load_config", "parse_config"]
 
@@ -27,59 +31,77 @@ PLATFORMS = ("ascend", "nvidia", "cpu")
 _KEYS = ("platform", "patches", "disable")
 
 
-@dataclass(frozen=True)
-class PatchEntry:
+class PatchEntry(Record):
     """One line of a patch map: target "module:symbol" → replacement "module:symbol"."""
 
+    __slots__ = ("target", "replacement", "platform", "source")
     target: str
     replacement: str
     platform: str | None  # None: every platform
     source: str  # "path/to/pyproject.toml:patches.cpu" or "built-in:<pack>"
 
 
-@dataclass(frozen=True)
-class Config:
-    path: Path | None = None
-    platform: str | None = None
-    patches: tuple[PatchEntry, ...] = ()
-    disable: frozenset[str] = field(default_factory=frozenset)
+class Config(Record):
+    """Config(path=None, platform=None, patches=(), disable=frozenset())."""
+
+    __slots__ = ("path", "platform", "patches", "disable")
+    _defaults = {"path": None, "platform": None, "patches": (), "disable": frozenset()}
+    path: Path | None
+    platform: str | None
+    patches: tuple[PatchEntry, ...]
+    disable: frozenset[str]
 
     def patches_for(self, platform: str) -> tuple[PatchEntry, ...]:
         return tuple(p for p in self.patches if p.platform in (None, platform))
 
 
-def _has_tool_section(pyproject: Path) -> bool:
+def _as_path(path: str | os.PathLike[str]) -> Path:
+    from pathlib import Path
+
+    return Path(path)
+
+
+def _has_tool_section(pyproject: str) -> bool:
     try:
-        text = pyproject.read_text(encoding="utf-8")
+        with open(pyproject, encoding="utf-8") as f:
+            text = f.read()
     except OSError:
         return False
     # cheap textual check first; parse errors are reported when the file is really loaded
     return "[tool.cudashim" in text
 
 
-def find_config_file(start: Path | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
+def _search(start: str | os.PathLike[str] | None) -> str | None:
+    """The first config file from `start` upward, then from the working directory upward."""
+    roots = [os.path.realpath(os.fspath(start))] if start is not None else []
+    roots.append(os.path.realpath(os.getcwd()))
+    seen: set[str] = set()
+    for folder in roots:
+        while folder not in seen:
+            seen.add(folder)
+            own = os.path.join(folder, "cudashim.toml")
+            if os.path.isfile(own):
+                return own
+            pyproject = os.path.join(folder, "pyproject.toml")
+            if os.path.isfile(pyproject) and _has_tool_section(pyproject):
+                return pyproject
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    return None
+
+
+def find_config_file(start: str | os.PathLike[str] | None = None,
+                     environ: Mapping[str, str] | None = None) -> Path | None:
     env = os.environ if environ is None else environ
     explicit = env.get("CUDASHIM_CONFIG")
     if explicit:
-        p = Path(explicit)
-        if not p.is_file():
+        if not os.path.isfile(explicit):
             raise ConfigError(f"CUDASHIM_CONFIG={explicit!r}: no such file; point it at a cudashim.toml or pyproject.toml, or unset it")
-        return p
-    roots = [start.resolve()] if start is not None else []
-    roots.append(Path.cwd().resolve())
-    seen: set[Path] = set()
-    for root in roots:
-        for folder in (root, *root.parents):
-            if folder in seen:
-                break
-            seen.add(folder)
-            own = folder / "cudashim.toml"
-            if own.is_file():
-                return own
-            pyproject = folder / "pyproject.toml"
-            if pyproject.is_file() and _has_tool_section(pyproject):
-                return pyproject
-    return None
+        return _as_path(explicit)
+    found = _search(start)
+    return None if found is None else _as_path(found)
 
 
 def _fail(path: Path, key: str, problem: str, fix: str) -> ConfigError:
@@ -104,6 +126,9 @@ def _check_ref(path: Path, key: str, ref: Any, what: str) -> str:
 
 def _importable(top: str, folders: list[Path]) -> bool:
     """Cheap existence check of a top-level module: find_spec only, nothing is imported."""
+    import importlib.machinery
+    import importlib.util
+
     try:
         if importlib.util.find_spec(top) is not None:
             return True
@@ -118,7 +143,7 @@ def _check_replacement(path: Path, key: str, target: str, repl: str) -> None:
     if repl == target:
         raise _fail(path, key, f"{target!r} is replaced by itself", "point it at a different module:symbol, or delete the line")
     top = repl.split(":")[0].split(".")[0]
-    if not _importable(top, [path.parent, Path.cwd()]):
+    if not _importable(top, [path.parent, _as_path(os.getcwd())]):
         raise _fail(path, key, f"replacement {repl!r} cannot exist: no module named {top!r} is importable",
                     f"install {top!r} or put it on PYTHONPATH, or fix the module path")
 
@@ -143,6 +168,8 @@ def _unknown_disable(name: str) -> tuple[str, str]:
 
 def parse_config(data: Mapping[str, Any], path: Path) -> Config:
     """Validate the [tool.cudashim] table (already extracted) from `path`."""
+    from collections.abc import Mapping
+
     if not isinstance(data, Mapping):
         raise _fail(path, "tool.cudashim", "is not a table", "write it as a [tool.cudashim] section")
     for key in data:
@@ -213,14 +240,15 @@ def _with_env_disable(config: Config, environ: Mapping[str, str] | None) -> Conf
             problem, fix = _unknown_disable(name)
             where = f" (config: {config.path})" if config.path else ""
             raise ConfigError(f"CUDASHIM_DISABLE_PATCHES: {problem}{where}; {fix}, or unset it")
-    return replace(config, disable=config.disable | frozenset(extra))  # type: ignore[arg-type]
+    return config._replace(disable=config.disable | frozenset(extra))  # type: ignore[return-value]
 
 
-def load_config(start: Path | None = None, path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+def load_config(start: str | os.PathLike[str] | None = None, path: str | os.PathLike[str] | None = None,
+                environ: Mapping[str, str] | None = None) -> Config:
     """Find and parse the config; `path` (e.g. `run --config`) wins over the search."""
-    if path is not None and not Path(path).is_file():
+    if path is not None and not os.path.isfile(os.fspath(path)):
         raise ConfigError(f"--config {path}: no such file; give the path of a cudashim.toml or pyproject.toml")
-    found = Path(path) if path is not None else find_config_file(start, environ)
+    found = _as_path(path) if path is not None else find_config_file(start, environ)
     if found is None:
         return _with_env_disable(Config(), environ)
     try:  # imported here: only reading a file needs a TOML parser (tomli on Python 3.10)

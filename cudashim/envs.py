@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from ._record import Record as _Record
 from .errors import EnvError
 
 # typing and dataclasses stay out of the bootstrap's import path: every shimmed interpreter imports
@@ -67,36 +68,6 @@ def _platform(name: str, value: str) -> str:
     if v not in ("ascend", "nvidia", "cpu"):
         raise EnvError(f"{name}={value!r} is not a platform; use ascend, nvidia or cpu (or unset it to detect)")
     return v
-
-
-class _Record:
-    """A small immutable record (what a frozen dataclass would give, without importing dataclasses)."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        names = self.__slots__
-        values = dict(zip(names, args))
-        values.update(kwargs)
-        for name in names:
-            object.__setattr__(self, name, values[name] if name in values else type(self)._defaults[name])
-
-    _defaults: dict[str, object] = {}
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def _astuple(self) -> tuple[object, ...]:
-        return tuple(getattr(self, n) for n in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._astuple() == self._astuple()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self._astuple())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
 
 
 class Var(_Record):
@@ -252,8 +223,13 @@ def translate_alloc_conf(value: str) -> tuple[str, tuple[str, ...]]:
 
 
 def _torch_npu_installed() -> bool:
-    # only located, never imported: importing torch_npu imports torch, which must not happen here
-    from importlib.machinery import PathFinder
+    # only located, never imported: importing torch_npu imports torch, which must not happen here.
+    # importlib.machinery.PathFinder is this class; the bootstrap (cpu) asks in every shimmed process,
+    # and importing importlib.machinery there would load importlib and warnings for nothing
+    try:
+        from _frozen_importlib_external import PathFinder
+    except ImportError:  # pragma: no cover - an interpreter without CPython's frozen importlib
+        from importlib.machinery import PathFinder
 
     try:
         return PathFinder.find_spec("torch_npu") is not None

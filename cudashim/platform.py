@@ -7,16 +7,18 @@ pinning, process-group options) imports it inside the method, so `import cudashi
 
 from __future__ import annotations
 
-import ctypes
 import enum
-import re
-import warnings
-from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from . import _state, envs
+from ._platform_name import resolve_platform_name
 from .errors import CapabilityError
 
+# ctypes, re and warnings are imported by the few methods that use them; the bootstrap imports
+# _platform_name only (this module's enum would cost every shimmed interpreter's start-up)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Callable
+
     import torch
 
 __all__ = [
@@ -62,6 +64,8 @@ def bf16_tflops_for(device_name: str | None) -> float | None:
     """Dense BF16 peak of the named chip from BF16_TFLOPS; None when unknown (MFU stats then switch off)."""
     if not device_name:
         return None
+    import re
+
     for pattern, value, _source in BF16_TFLOPS:
         if re.search(pattern, device_name, re.IGNORECASE):
             return value
@@ -256,6 +260,8 @@ class PlatformNPU(Platform):
                 "host-memory registration; upgrade CANN to a release that provides aclrtHostRegisterV2"
             )
         # Without argtypes ctypes would pass a 64-bit address as a C int and truncate it.
+        import ctypes
+
         register.argtypes = (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32)
         register.restype = ctypes.c_int
         unregister.argtypes = (ctypes.c_void_p,)
@@ -319,11 +325,15 @@ def _code(err: Any) -> int:
 
 def _warn_unless_benign(err: int, benign: tuple[int, ...], call: str, consequence: str) -> None:
     if err not in benign:
+        import warnings
+
         warnings.warn(f"{call} failed (error {err}): {consequence}", RuntimeWarning, stacklevel=3)
 
 
 def _load_libascendcl() -> Any:
     # torch_npu links libascendcl.so, so the default search path finds the same copy and shares its state.
+    import ctypes
+
     return ctypes.CDLL("libascendcl.so")
 
 
@@ -331,28 +341,6 @@ def _bind_current_npu() -> None:
     import torch
 
     torch.npu.set_device(torch.npu.current_device())  # idempotent; binds the ACL context to this thread
-
-
-def resolve_platform_name(config: Any = None, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(name, why): CUDASHIM_PLATFORM, else the config's `platform`, else hardware detection. No torch."""
-    override = envs.get("CUDASHIM_PLATFORM", environ)
-    if override:
-        return str(override), f"CUDASHIM_PLATFORM={envs.raw('CUDASHIM_PLATFORM', environ)} overrides detection"
-    if config is None:
-        from .config import load_config
-
-        config = load_config(environ=environ)
-    if getattr(config, "platform", None):
-        return config.platform, f"platform = {config.platform!r} in {config.path}"
-    from .hardware import accelerator_kind
-
-    # an explicit environ is the whole environment: its CUDASHIM_SYSROOT (or '/'), not the process's
-    root = (envs.get("CUDASHIM_SYSROOT", environ) or "/") if environ is not None else None
-    kind = accelerator_kind(root)
-    where = root or envs.get("CUDASHIM_SYSROOT") or "/"
-    what = {"ascend": "an Ascend NPU was found", "nvidia": "an NVIDIA GPU was found",
-            "cpu": "no Ascend NPU or NVIDIA GPU was found"}.get(kind, f"detection said {kind!r}")
-    return kind, f"{what} (hardware detection under {where}; checked in order ascend, nvidia, cpu)"
 
 
 _cache: dict[str, Any] = {}

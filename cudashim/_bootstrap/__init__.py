@@ -50,6 +50,16 @@ class _Active:
 
 
 _active: _Active | None = None
+# importlib.machinery.PathFinder and importlib.util.module_from_spec are these objects, from the
+# import system's own modules, which every interpreter has loaded at start-up; importing them
+# through importlib would load importlib, importlib.util and their imports into every shimmed process
+try:
+    from _frozen_importlib import module_from_spec as _module_from_spec
+    from _frozen_importlib_external import PathFinder as _PathFinder
+except ImportError:  # pragma: no cover - an interpreter without CPython's frozen importlib
+    from importlib.machinery import PathFinder as _PathFinder
+    from importlib.util import module_from_spec as _module_from_spec
+
 _bootstrap_runs = 0  # how many times bootstrap() did its work in this process: 0 or 1
 _chained: str | None = None  # origin of the user's sitecustomize we ran
 
@@ -96,44 +106,53 @@ def _on_torch(platform: str, module: Any) -> None:
     aliases.install(platform)
 
 
+def _uninstall_aliases() -> None:
+    # imported only when torch was: until then there is nothing to take back (and no import to pay)
+    aliases = sys.modules.get("cudashim.aliases")
+    if aliases is not None:
+        aliases.uninstall()
+
+
+def _undo_env(changes: list[tuple[str, str | None]]) -> Callable[[], None]:
+    return lambda: envs.undo(changes)
+
+
 def _activate(source: str, *, script_dir: str | None, config_path: str | None = None,
               platform: str | None = None) -> _Active:
-    """Run every step, in order; on any failure undo what was done and re-raise."""
-    import functools
-    from pathlib import Path
+    """Run every step, in order; on any failure undo what was done and re-raise.
 
+    This runs before user code in every shimmed interpreter, so it imports only what the steps need
+    (no functools, pathlib, typing); tests/subprocess/test_startup_imports.py holds it to that.
+    """
     undo: list[Callable[[], None]] = []
     notes: list[str] = []
     try:
         from ..config import load_config
 
-        config = load_config(start=Path(script_dir) if script_dir else None,
-                             path=Path(config_path) if config_path else None)
+        config = load_config(start=script_dir or None, path=config_path or None)
         if config.path is not None and not os.environ.get("CUDASHIM_CONFIG"):
             # pinned, so later load_config() calls (get_platform() searches from the working
             # directory) and child processes read the file this process found next to its script
-            undo.append(functools.partial(envs.undo, [("CUDASHIM_CONFIG", None)]))
+            undo.append(_undo_env([("CUDASHIM_CONFIG", None)]))
             os.environ["CUDASHIM_CONFIG"] = str(config.path)
         if platform is not None:
             # through the environment, so get_platform() and child processes agree with us
-            undo.append(functools.partial(envs.undo, [("CUDASHIM_PLATFORM", os.environ.get("CUDASHIM_PLATFORM"))]))
+            undo.append(_undo_env([("CUDASHIM_PLATFORM", os.environ.get("CUDASHIM_PLATFORM"))]))
             os.environ["CUDASHIM_PLATFORM"] = platform
-        from ..platform import resolve_platform_name
+        from .._platform_name import resolve_platform_name
 
         name, reason = resolve_platform_name(config)
         from .. import visibility
 
-        changes = visibility.reconcile(name, notes=notes)
-        undo.append(functools.partial(envs.undo, changes))
-        changes = envs.apply_platform_env(name, notes=notes)
-        undo.append(functools.partial(envs.undo, changes))
-        from .. import aliases, patches
+        undo.append(_undo_env(visibility.reconcile(name, notes=notes)))
+        undo.append(_undo_env(envs.apply_platform_env(name, notes=notes)))
+        from .. import patches
 
         patches.install(config, name)
         undo.append(patches.uninstall)  # also drops the pending torch callback below
-        undo.append(aliases.uninstall)
+        undo.append(_uninstall_aliases)
         # at once when torch is already loaded (activate() after `import torch`)
-        patches.when_imported("torch", functools.partial(_on_torch, name))
+        patches.when_imported("torch", lambda module: _on_torch(name, module))
         if envs.raw("CUDASHIM_REPORT"):
             from .. import report
 
@@ -215,11 +234,9 @@ def _chain_user_sitecustomize() -> None:
     loaded = getattr(sys.modules.get("sitecustomize"), "__file__", None)
     if loaded and not _is_trampoline(loaded):
         return  # bootstrap() called from code, after `site` already ran the user's file: not twice
-    from importlib.machinery import PathFinder
-
     for entry in list(sys.path):
         try:
-            spec = PathFinder.find_spec("sitecustomize", [entry])
+            spec = _PathFinder.find_spec("sitecustomize", [entry])
         except (ImportError, OSError, ValueError):
             continue
         if spec is None or spec.origin is None or spec.loader is None or _is_trampoline(spec.origin):
@@ -230,10 +247,8 @@ def _chain_user_sitecustomize() -> None:
 
 
 def _run_sitecustomize(spec: Any) -> None:
-    import importlib.util
-
     ours = sys.modules.get("sitecustomize")
-    module = importlib.util.module_from_spec(spec)
+    module = _module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     try:
         spec.loader.exec_module(module)

@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from .. import _state
 from . import ascend, device, nvidia
 from ._errors import HardwareError
 
+# on the start-up path of every shimmed process: typing only for the checker (Kind is built on access)
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Literal
+
+    Kind = Literal["ascend", "nvidia", "cpu"]
+
 __all__ = ["Kind", "KINDS", "accelerator_kind", "device_count"]
 
-Kind = Literal["ascend", "nvidia", "cpu"]
 KINDS: tuple[str, ...] = ("ascend", "nvidia", "cpu")
 
 # resolved root -> kind; devices are not hot-plugged under a running program, so one answer per
 # process is right, and the bootstrap asks more than once
 _kind_cache: dict[str, Kind] = {}
+
+
+def __getattr__(name: str) -> object:
+    if name == "Kind":
+        from typing import Literal
+
+        kind = globals()["Kind"] = Literal["ascend", "nvidia", "cpu"]
+        return kind
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @_state.on_reset

@@ -13,11 +13,20 @@ NUMA placement, best source first:
 
 from __future__ import annotations
 
-import re
-from typing import Mapping, NamedTuple, Sequence
-
-from . import cpu, device
+from . import device
 from ._errors import HardwareError
+
+# is_available() runs in every shimmed process before user code (detection): this module imports no
+# re, typing or cpu.py at import. NpuDevice (a typing.NamedTuple) is built on first use, and cpu.py
+# (lscpu parsing) is imported by the functions that place devices on NUMA nodes.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Mapping, NamedTuple, Sequence
+
+    class NpuDevice(NamedTuple):
+        entry: str
+        physical_id: int
+        numa_node: int | None
 
 __all__ = [
     "NpuDevice",
@@ -37,18 +46,33 @@ NPU_SMI_TOPO_ARGV = ("npu-smi", "info", "-t", "topo", "-i", "0")
 NPU_SMI_TIMEOUT_S = 10.0
 
 _UBCORE = "/sys/class/ubcore"
-_UDMA_NUMBERED = re.compile(r"^udma(\d+)$")
-_DAVINCI = re.compile(r"^davinci(\d+)$")
-_NPU_ROW = re.compile(r"^NPU(\d+)$")
 
 
-class NpuDevice(NamedTuple):
-    """entry: the ubcore entry or /dev node name; physical_id: the NPU id npu-smi and CANN use;
-    numa_node: resolved as the module docstring says, None when unknown."""
+def _npu_device() -> type:
+    """The NpuDevice class, defined on first use (a NamedTuple: typing is not imported before)."""
+    cls = globals().get("NpuDevice")
+    if cls is not None:
+        return cls
+    from typing import NamedTuple
 
-    entry: str
-    physical_id: int
-    numa_node: int | None
+    class NpuDevice(NamedTuple):
+        """entry: the ubcore entry or /dev node name; physical_id: the NPU id npu-smi and CANN use;
+        numa_node: resolved as the module docstring says, None when unknown."""
+
+        entry: str
+        physical_id: int
+        numa_node: int | None
+
+    # found by pickle and repr under its public name, as if defined at module level
+    NpuDevice.__module__, NpuDevice.__qualname__ = __name__, "NpuDevice"
+    globals()["NpuDevice"] = NpuDevice
+    return NpuDevice
+
+
+def __getattr__(name: str) -> object:
+    if name == "NpuDevice":
+        return _npu_device()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def ubcore_entries(root: str | None = None) -> list[tuple[str, int, int | None]]:
@@ -68,9 +92,9 @@ def ubcore_entries(root: str | None = None) -> list[tuple[str, int, int | None]]
             continue
         raw = device.read_int(f"{base}/{name}/device/numa_node")
         raw = raw if raw is not None and raw >= 0 else None
-        m = _UDMA_NUMBERED.match(name)
-        if m:
-            numbered.append((name, int(m.group(1)), raw))
+        n = device.numbered(name, "udma")
+        if n is not None:
+            numbered.append((name, n, raw))
         else:
             others.append((name, raw))
     numbered.sort(key=lambda e: e[1])
@@ -82,7 +106,7 @@ def ubcore_entries(root: str | None = None) -> list[tuple[str, int, int | None]]
 def davinci_indices(root: str | None = None) -> tuple[int, ...]:
     """N of every /dev/davinciN (davinci_manager is the control node, not a device), sorted."""
     names = device.list_dir(device.join(device.resolve_root(root), "/dev"))
-    return tuple(sorted(int(m.group(1)) for m in map(_DAVINCI.match, names) if m))
+    return tuple(sorted(n for n in (device.numbered(name, "davinci") for name in names) if n is not None))
 
 
 def is_available(root: str | None = None, dev_names: Sequence[str] | None = None) -> bool:
@@ -93,7 +117,8 @@ def is_available(root: str | None = None, dev_names: Sequence[str] | None = None
     root = device.resolve_root(root)
     if dev_names is None:
         dev_names = device.list_dir(device.join(root, "/dev"))
-    if any(n == "davinci_manager" or _DAVINCI.match(n) for n in dev_names if n.startswith("davinci")):
+    if any(n == "davinci_manager" or device.numbered(n, "davinci") is not None
+           for n in dev_names if n.startswith("davinci")):
         return True
     base = device.join(root, _UBCORE)
     for name in device.list_dir(base):
@@ -111,6 +136,8 @@ def parse_npu_smi_topo(text: str) -> dict[int, frozenset[int]] | None:
     (X, HCCS, PIX, SYS, UB…) per column, then the affinity cpulist. A row whose affinity is missing
     or not a cpulist is skipped; the legend after the table is ignored.
     """
+    from . import cpu
+
     lines = text.splitlines()
     columns = None
     for i, line in enumerate(lines):
@@ -118,7 +145,7 @@ def parse_npu_smi_topo(text: str) -> dict[int, frozenset[int]] | None:
             # newer tools append columns after the affinity (e.g. NUMA Affinity); only the NPU
             # columns before it fix where the affinity sits in a row
             head = line.split("CPU Affinity", 1)[0].split()
-            if head and all(_NPU_ROW.match(h) for h in head):
+            if head and all(device.numbered(h, "NPU") is not None for h in head):
                 columns, start = len(head), i + 1
                 break
     if columns is None:
@@ -128,8 +155,8 @@ def parse_npu_smi_topo(text: str) -> dict[int, frozenset[int]] | None:
         tokens = line.split()
         if not tokens:
             continue
-        m = _NPU_ROW.match(tokens[0])
-        if m is None:
+        npu = device.numbered(tokens[0], "NPU")
+        if npu is None:
             # rows are contiguous; the first non-row line ends the table (a legend follows)
             if result:
                 break
@@ -138,7 +165,7 @@ def parse_npu_smi_topo(text: str) -> dict[int, frozenset[int]] | None:
             continue
         cpus = cpu.parse_cpu_list(tokens[columns + 1])
         if cpus:
-            result[int(m.group(1))] = cpus
+            result[npu] = cpus
     return result or None
 
 
@@ -157,6 +184,8 @@ def _resolve_numa(
     cores: Mapping[int, frozenset[int]] | None,
 ) -> int | None:
     if affinity and cores and physical_id in affinity:
+        from . import cpu
+
         node = cpu.best_numa_node(affinity[physical_id], cores)
         if node is not None:
             return node
@@ -168,11 +197,12 @@ def _resolve_numa(
 def discover_npu_devices(
     root: str | None = None,
     npu_smi_timeout: float = NPU_SMI_TIMEOUT_S,
-    lscpu_timeout: float = cpu.LSCPU_TIMEOUT_S,
+    lscpu_timeout: float | None = None,
 ) -> list[NpuDevice]:
     """Every NPU of the tree: ubcore entries when there are any, else /dev/davinciN, by physical id.
 
-    Runs npu-smi and lscpu (each under its timeout) only when there is at least one device.
+    Runs npu-smi and lscpu (each under its timeout; lscpu's default is cpu.LSCPU_TIMEOUT_S) only when
+    there is at least one device.
     """
     root = device.resolve_root(root)
     found = ubcore_entries(root)
@@ -180,10 +210,15 @@ def discover_npu_devices(
         found = [(f"davinci{n}", n, None) for n in davinci_indices(root)]
     if not found:
         return []
+    from . import cpu
+
     affinity = npu_smi_affinity(root, npu_smi_timeout)
+    if lscpu_timeout is None:
+        lscpu_timeout = cpu.LSCPU_TIMEOUT_S
     cores = cpu.physical_cores_by_numa(root, lscpu_timeout) if affinity else None
+    npu_device = _npu_device()
     return [
-        NpuDevice(entry, phys, _resolve_numa(i, phys, raw, affinity, cores))
+        npu_device(entry, phys, _resolve_numa(i, phys, raw, affinity, cores))
         for i, (entry, phys, raw) in enumerate(found)
     ]
 

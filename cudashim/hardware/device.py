@@ -16,9 +16,12 @@ binary, a non-zero exit or a timeout all read the same. Nothing here raises for 
 from __future__ import annotations
 
 import os
-from typing import Sequence
 
 from .. import envs
+
+TYPE_CHECKING = False  # typing stays off the start-up path (detection runs in every shimmed process)
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Sequence
 
 __all__ = [
     "resolve_root",
@@ -28,6 +31,7 @@ __all__ = [
     "list_dir",
     "read_text",
     "read_int",
+    "numbered",
     "find_executable",
     "run_command",
 ]
@@ -94,6 +98,20 @@ def read_int(path: str) -> int | None:
     if not text or not (text.isdigit() or (text[0] == "-" and text[1:].isdigit())) or not text.isascii():
         return None
     return int(text)
+
+
+def numbered(name: str, prefix: str) -> int | None:
+    """N of a name `prefix` + N ('davinci3', 'nvidia0', 'udma12'), else None.
+
+    Exactly what re.match(rf"^{prefix}(\\d+)$", name) accepts (Unicode decimal digits; `$` also
+    matches before one trailing newline), without importing re on the start-up path.
+    """
+    if not name.startswith(prefix):
+        return None
+    digits = name[len(prefix):]
+    if digits.endswith("\n"):
+        digits = digits[:-1]
+    return int(digits) if digits.isdecimal() else None
 
 
 def _is_executable(path: str) -> bool:

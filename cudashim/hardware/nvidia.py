@@ -8,11 +8,16 @@ longer takes effect) is never created. `pynvml` is imported inside the one funct
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Callable, Sequence
-
+from .._record import Record
 from . import device
+
+# detection imports this module in every shimmed process before user code: no re, dataclasses or
+# typing at import (the parsers below are string code; records are Record; hints are strings)
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Callable, Sequence
+
+    NvmlQuery = Callable[[], "Sequence[NvmlDevice] | None"]
 
 __all__ = [
     "GpuDevice",
@@ -29,25 +34,24 @@ __all__ = [
 ]
 
 _PROC_GPUS = "/proc/driver/nvidia/gpus"
-_DEV_NODE = re.compile(r"^nvidia(\d+)$")
-_BUS_ID = re.compile(r"^\s*([0-9a-fA-F]{1,8}):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*$")
+_HEX = frozenset("0123456789abcdefABCDEF")
 _NUMA_PATHS = ("/sys/bus/pci/devices/{bus}/numa_node", "/sys/bus/pci/drivers/nvidia/{bus}/numa_node")
 
 
-@dataclass(frozen=True)
-class NvmlDevice:
+class NvmlDevice(Record):
     """What NVML says about one GPU (index is NVML's, which orders by PCI bus id)."""
 
+    __slots__ = ("index", "name", "compute_capability", "bus_id")
     index: int
     name: str | None
     compute_capability: tuple[int, int] | None
     bus_id: str | None
 
 
-@dataclass(frozen=True)
-class GpuDevice:
+class GpuDevice(Record):
     """One GPU: index (driver minor number), PCI bus id, NVML name/capability, NUMA node (None = unknown)."""
 
+    __slots__ = ("index", "bus_id", "name", "compute_capability", "numa_node")
     index: int
     bus_id: str | None
     name: str | None
@@ -56,12 +60,19 @@ class GpuDevice:
 
 
 def normalize_bus_id(text: str) -> str | None:
-    """'00000000:18:00.0' (NVML) or '0000:18:00.0' (procfs) -> '0000:18:00.0'; garbage -> None."""
-    m = _BUS_ID.match(text)
-    if m is None:
+    """'00000000:18:00.0' (NVML) or '0000:18:00.0' (procfs) -> '0000:18:00.0'; garbage -> None.
+
+    Accepts what `\\s*DOMAIN:BUS:DEV.FN\\s*` with 1-8, 1-2, 1-2 hex digits and FN in 0-7 matches.
+    """
+    parts = text.strip().split(":")
+    if len(parts) != 3:
         return None
-    domain, bus, dev, fn = (int(g, 16) for g in m.groups())
-    return f"{domain:04x}:{bus:02x}:{dev:02x}.{fn:x}"
+    domain, bus, devfn = parts
+    dev, dot, fn = devfn.partition(".")
+    if not (dot and 1 <= len(domain) <= 8 and 1 <= len(bus) <= 2 and 1 <= len(dev) <= 2
+            and len(fn) == 1 and fn in "01234567" and _HEX.issuperset(domain + bus + dev)):
+        return None
+    return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
 
 
 def parse_numa_node(text: str) -> int | None:
@@ -92,7 +103,7 @@ def proc_bus_ids(root: str | None = None) -> tuple[str, ...]:
 def device_node_indices(root: str | None = None) -> tuple[int, ...]:
     """N of every /dev/nvidiaN (nvidiactl, nvidia-uvm… are not GPUs), sorted."""
     names = device.list_dir(device.join(device.resolve_root(root), "/dev"))
-    return tuple(sorted(int(m.group(1)) for m in map(_DEV_NODE.match, names) if m))
+    return tuple(sorted(n for n in (device.numbered(name, "nvidia") for name in names) if n is not None))
 
 
 def is_available(root: str | None = None, dev_names: Sequence[str] | None = None) -> bool:
@@ -102,7 +113,7 @@ def is_available(root: str | None = None, dev_names: Sequence[str] | None = None
         return True
     if dev_names is None:
         dev_names = device.list_dir(device.join(root, "/dev"))
-    return any(_DEV_NODE.match(n) for n in dev_names if n.startswith("nvidia"))
+    return any(device.numbered(n, "nvidia") is not None for n in dev_names if n.startswith("nvidia"))
 
 
 def pci_numa_node(bus_id: str, root: str | None = None) -> int | None:
@@ -159,9 +170,6 @@ def query_nvml() -> tuple[NvmlDevice, ...] | None:
             pynvml.nvmlShutdown()
         except Exception:
             pass
-
-
-NvmlQuery = Callable[[], "Sequence[NvmlDevice] | None"]
 
 
 def discover_gpus(root: str | None = None, nvml: NvmlQuery | None = None) -> list[GpuDevice]:

@@ -7,11 +7,14 @@ into the environment, and reconciling CUDA_ with ASCEND_RT_, is the activation l
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
 
 from ..errors import VisibilityError
 from ._detect import KINDS, accelerator_kind, device_count
 from ._errors import HardwareError
+
+TYPE_CHECKING = False  # imported by the bootstrap when visible-device variables are set: no typing
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Mapping, Sequence
 
 __all__ = [
     "ENV_NAMES",

@@ -9,10 +9,8 @@
 
 from __future__ import annotations
 
-import importlib
+import _thread
 import sys
-import threading
-from typing import Any
 
 from .. import _state, envs
 from ..config import Config, PatchEntry
@@ -21,6 +19,11 @@ from . import _apply, _hook
 from ._apply import MISSING, Patch, PatchError
 from ._standin import StandInAttributeError, is_standin, make_spec
 from .packs import ALWAYS, PACKS, PLATFORM_MODE
+
+# install() runs in the bootstrap of every shimmed interpreter: no importlib, threading or typing here
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
 
 __all__ = [
     "install",
@@ -36,7 +39,7 @@ __all__ = [
 
 when_imported = _hook.when_imported
 
-_lock = threading.RLock()
+_lock = _thread.RLock()
 _active: dict[str, Patch] = {}  # target "module:symbol" -> record
 _by_module: dict[str, list[Patch]] = {}  # target module -> its records
 _installed_with: tuple[Config, str] | None = None
@@ -152,11 +155,13 @@ def original(target: str) -> Any:
     mod_name, sep, sym = target.partition(":")
     if not sep or not mod_name or not sym:
         raise ValueError(f"cudashim.original({target!r}): write the target as \"module:symbol\"")
+    from importlib import import_module
+
     p = _active.get(target)
     if p is None:  # not patched here: the object itself is the original
-        return _apply.get_path(importlib.import_module(mod_name), sym)
+        return _apply.get_path(import_module(mod_name), sym)
     if p.module is None:
-        importlib.import_module(mod_name)  # loading it applies the patch and records the original
+        import_module(mod_name)  # loading it applies the patch and records the original
     if p.state == "native":
         return _apply.get_path(p.module, sym)
     if p.original is MISSING:

@@ -11,18 +11,24 @@ resolves on its first call and then is gone.
 
 from __future__ import annotations
 
-import functools
-import importlib
+import _thread
 import sys
-import threading
-import types
-from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any
 
-from ..config import PatchEntry
 from ..errors import CudashimError
 from ._standin import is_standin
+
+# patches.install() runs in the bootstrap of every shimmed interpreter: no functools, importlib,
+# threading, types, dataclasses or typing at import; what applying a patch needs is imported then
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from types import ModuleType
+    from typing import Any
+
+    from ..config import PatchEntry
+
+_ModuleType = type(sys)  # types.ModuleType
+# types.FunctionType, types.BuiltinFunctionType: what gets a trampoline (see _trampoline)
+_FUNCTION_TYPES = (type(lambda: None), type(len))
 
 __all__ = ["Patch", "PatchError", "MISSING", "apply", "resolve", "restore", "rebind_holders", "get_path", "set_trace"]
 
@@ -39,18 +45,25 @@ class PatchError(CudashimError, ImportError):
     """A replacement could not be loaded, or a stand-in was asked for an original it does not have."""
 
 
-@dataclass(eq=False)
 class Patch:
-    """Runtime record of one active patch (one target)."""
+    """Runtime record of one active patch (one target); compared by identity."""
 
-    entry: PatchEntry
-    mode: str  # packs.ALWAYS | packs.ABSENT_ONLY
-    platform: str
-    original: Any = MISSING
-    replacement: Any = MISSING
-    state: str = "pending"  # pending | applied | stood-in | native
-    module: ModuleType | None = None
-    rebound: list[str] = field(default_factory=list)
+    __slots__ = ("entry", "mode", "platform", "original", "replacement", "state", "module", "rebound")
+
+    def __init__(self, entry: PatchEntry, mode: str, platform: str, original: Any = MISSING,
+                 replacement: Any = MISSING, state: str = "pending", module: ModuleType | None = None,
+                 rebound: list[str] | None = None) -> None:
+        self.entry = entry
+        self.mode = mode  # packs.ALWAYS | packs.ABSENT_ONLY
+        self.platform = platform
+        self.original = original
+        self.replacement = replacement
+        self.state = state  # pending | applied | stood-in | native
+        self.module = module
+        self.rebound: list[str] = [] if rebound is None else rebound
+
+    def __repr__(self) -> str:
+        return f"Patch({self.entry.target!r}, mode={self.mode!r}, platform={self.platform!r}, state={self.state!r})"
 
     @property
     def module_name(self) -> str:
@@ -64,8 +77,8 @@ class Patch:
         return f"{self.entry.target} -> {self.entry.replacement} (from {self.entry.source}, platform {self.platform})"
 
 
-_lock = threading.RLock()
-_local = threading.local()
+_lock = _thread.RLock()
+_local = _thread._local()
 # id(replacement handed out) -> (replacement, the original it stands for): a package that re-exports a
 # patched symbol of its submodule (`from .impl import f` in __init__) picks up the replacement while
 # loading; its own patch must still record the real original, not the replacement
@@ -138,6 +151,8 @@ def _make_property(patch: Patch) -> property:
 
 
 def _trampoline(patch: Patch, original: Any) -> Any:
+    import functools
+
     @functools.wraps(original)
     def trampoline(*args: Any, **kwargs: Any) -> Any:
         return resolve(patch)(*args, **kwargs)
@@ -173,7 +188,7 @@ def apply(patch: Patch, module: ModuleType) -> None:
                 eager_owner = module
             else:
                 setattr(cls, name, _make_property(patch))
-                if isinstance(patch.original, (types.FunctionType, types.BuiltinFunctionType)):
+                if isinstance(patch.original, _FUNCTION_TYPES):
                     module.__dict__[name] = _trampoline(patch, patch.original)
         _trace(f"{patch.entry.target}: {patch.state}, {patch.entry.replacement} loads on first access")
     if eager_owner is not None:
@@ -203,7 +218,9 @@ def resolve(patch: Patch) -> Any:
     busy.add(key)
     try:
         try:
-            repl_mod = importlib.import_module(mod_name)
+            from importlib import import_module
+
+            repl_mod = import_module(mod_name)
         except Exception as e:
             raise PatchError(
                 f"cudashim: cannot import the replacement for {patch.describe()}: {type(e).__name__}: {e}; "
@@ -251,7 +268,7 @@ def rebind_holders(patch: Patch) -> None:
     name, original, skip = patch.symbol, patch.original, patch.entry.replacement.split(":")[0]
     holders = [
         m for m in list(sys.modules.values())
-        if isinstance(m, ModuleType) and m is not patch.module
+        if isinstance(m, _ModuleType) and m is not patch.module
         and m.__name__ != skip and not m.__name__.startswith("cudashim.")
         and m.__dict__.get(name, None) is original
     ]

@@ -9,24 +9,30 @@ When no finder knows a watched module and a stand-in factory is registered, the 
 
 from __future__ import annotations
 
+import _thread
 import sys
-import threading
-from dataclasses import dataclass, field
-from importlib.machinery import ModuleSpec
-from types import ModuleType
-from typing import Any, Callable
+
+# The bootstrap installs this finder in every shimmed interpreter before user code: no threading,
+# dataclasses or typing at import (_thread's RLock and _local are what threading hands out anyway).
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any, Callable
+
+    Callback = Callable[[ModuleType], None]
+    StandinFactory = Callable[[str], "ModuleSpec | None"]
 
 __all__ = ["when_imported", "watch", "unwatch_all", "clear", "installed", "FINDER"]
 
-Callback = Callable[[ModuleType], None]
-StandinFactory = Callable[[str], "ModuleSpec | None"]
 
-
-@dataclass
 class _Watch:
-    once: list[Callback] = field(default_factory=list)  # when_imported(): fire once, then forget
-    always: list[Callback] = field(default_factory=list)  # patches: fire on every (re)load
-    standin: StandinFactory | None = None  # spec to use when no other finder knows the module
+    __slots__ = ("once", "always", "standin")
+
+    def __init__(self) -> None:
+        self.once: list[Callback] = []  # when_imported(): fire once, then forget
+        self.always: list[Callback] = []  # patches: fire on every (re)load
+        self.standin: StandinFactory | None = None  # spec to use when no other finder knows the module
 
     def empty(self) -> bool:
         return not self.once and not self.always and self.standin is None
@@ -34,8 +40,8 @@ class _Watch:
 
 # All mutable state of the hook: module name -> what to do when it loads.
 _watched: dict[str, _Watch] = {}
-_lock = threading.RLock()
-_local = threading.local()  # per-thread set of names being looked up (re-entrancy guard)
+_lock = _thread.RLock()
+_local = _thread._local()  # per-thread set of names being looked up (re-entrancy guard)
 
 
 class _Finder:

@@ -10,11 +10,17 @@ report the package as unavailable instead of trusting a version that does not ex
 
 from __future__ import annotations
 
-from importlib.machinery import ModuleSpec
-from types import ModuleType
-from typing import Any
+import sys
 
 from ..errors import CudashimError
+
+TYPE_CHECKING = False  # imported by the bootstrap (patches.install): no typing, types or importlib
+if TYPE_CHECKING:  # pragma: no cover
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
+_ModuleType = type(sys)  # types.ModuleType, without importing types
 
 __all__ = ["StandInModule", "StandInLoader", "StandInAttributeError", "make_spec", "is_standin"]
 
@@ -25,7 +31,7 @@ class StandInAttributeError(CudashimError, AttributeError):
     """A stood-in module was asked for a symbol nobody patched."""
 
 
-class StandInModule(ModuleType):
+class StandInModule(_ModuleType):
     """Module type of every stand-in; the class attributes are set per module by the loader."""
 
     __cudashim_platform__ = "?"
@@ -69,6 +75,8 @@ class StandInLoader:
 
 
 def make_spec(name: str, is_package: bool, platform: str, config_hint: str) -> ModuleSpec:
+    from importlib.machinery import ModuleSpec
+
     spec = ModuleSpec(name, StandInLoader(platform, config_hint), origin=ORIGIN, is_package=is_package)
     if is_package:
         spec.submodule_search_locations = []  # children come from our finder only
