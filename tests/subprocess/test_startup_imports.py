@@ -1,0 +1,88 @@
+"""The bootstrap keeps heavy standard-library modules out of every shimmed interpreter's start-up.
+
+The trampoline runs before user code in every process started under the shim, so what it imports
+is paid by every `python -c pass`, every pip and every spawned worker. Measured on a clean
+interpreter (benchmarks/bench_startup.py), the modules in HEAVY cost from ~0.5 ms (importlib) to
+~3 ms (typing) and more (dataclasses pulls in inspect, ast, dis, tokenize; pathlib pulls urllib.parse)
+each, against a goal of < 3 ms for the whole bootstrap. None of them is needed to find no config
+file, detect the platform from a few directory listings, settle the environment and install the
+import hook.
+
+The probe runs with `python -S` so that nothing imported by the environment's own .pth files (this
+box's site imports typing) hides an import of ours; it imports `os` first, as `site` would, then
+runs the real trampoline. What it proves: on these paths the bootstrap imports none of HEAVY.
+What it does not prove: how long start-up takes (that is the benchmark's job).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = (
+    "typing", "dataclasses", "inspect", "ast", "dis", "tokenize", "pathlib", "urllib.parse", "tomllib",
+    "re", "enum", "ctypes", "threading", "functools", "collections", "contextlib", "importlib",
+    "importlib.util", "importlib.machinery",
+)
+
+_PROBE = """
+import os, sys  # json only at the end: it imports re, enum, functools...
+sys.path[:0] = %(path)r
+before = set(sys.modules)
+import sitecustomize  # the trampoline, exactly as site would run it
+import cudashim._bootstrap as b
+new = set(sys.modules) - before
+status = b.status()
+extra = %(extra)r
+if extra:  # positive control: the probe does see what a module imports
+    before = set(sys.modules)
+    __import__(extra)
+    new_after_extra = sorted(set(sys.modules) - before)
+else:
+    new_after_extra = []
+import json
+print(json.dumps({"new": sorted(new), "status": status, "extra": new_after_extra}))
+"""
+
+
+def _probe(shim, env: dict[str, str], extra: str = "") -> dict:
+    code = _PROBE % {"path": [str(shim.bootstrap_dir), str(shim.pkg_dir)], "extra": extra}
+    env = dict(env)
+    env.pop("PYTHONPATH", None)  # the probe puts exactly its two folders on sys.path
+    out = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, cwd=shim.empty_root)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", ["detected cpu", "cudashim run", "nvidia", "ascend"])
+def test_bootstrap_imports_nothing_heavy(shim, case):
+    extra: dict[str, str] = {}
+    if case == "cudashim run":  # what the launcher sets
+        extra = {"CUDASHIM_STRICT": "1", "CUDASHIM_SCRIPT_DIR": str(shim.empty_root)}
+    elif case in ("nvidia", "ascend"):
+        extra = {"CUDASHIM_PLATFORM": case}
+    got = _probe(shim, shim.env(**extra))
+    # it really ran, with no config file and the expected platform (a failed bootstrap imports little too)
+    st = got["status"]
+    assert st["active"] and st["bootstrap_runs"] == 1 and st["config"] is None, st
+    assert st["platform"] == ("cpu" if case in ("detected cpu", "cudashim run") else case)
+    assert "cudashim.patches" in got["new"] and "cudashim.config" in got["new"]
+    assert sorted(set(got["new"]) & set(HEAVY)) == []
+
+
+def test_probe_sees_heavy_imports(shim):
+    """The control: the Platform classes need enum, and the probe reports it."""
+    got = _probe(shim, shim.env(), extra="cudashim.platform")
+    assert "enum" in got["extra"]
+
+
+def test_a_config_file_is_what_brings_tomllib(shim, tmp_path):
+    """tomllib (and pathlib) load when, and only when, there is a file to parse."""
+    (tmp_path / "cudashim.toml").write_text('platform = "cpu"\n')
+    got = _probe(shim, shim.env(CUDASHIM_CONFIG=str(tmp_path / "cudashim.toml")))
+    assert got["status"]["config"] == str(tmp_path / "cudashim.toml")
+    assert {"tomllib", "pathlib"} <= set(got["new"])
