@@ -152,7 +152,8 @@ def bench_nvidia(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--platform", choices=["cpu", "nvidia"], default="cpu")
-    ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="paired rounds (default: 21 on cpu, in-process; 3 on nvidia, two fresh processes each)")
     ap.add_argument("--repeat", type=int, default=3, help="timed generate calls per nvidia worker (best kept)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--prompt-len", type=int, default=64)
@@ -172,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.dtype = args.dtype or ("float32" if args.platform == "cpu" else "bfloat16")
+    args.rounds = args.rounds or (21 if args.platform == "cpu" else 3)
     if args.worker:
         _worker(args)
         return 0
