@@ -19,6 +19,10 @@ class Record:
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         names = self.__slots__
+        if not kwargs and len(args) == len(names):  # the common case, kept cheap (tables at import)
+            for name, value in zip(names, args):
+                object.__setattr__(self, name, value)
+            return
         cls = type(self).__name__
         if len(args) > len(names):
             raise TypeError(f"{cls}() takes {len(names)} arguments but {len(args)} were given")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .. import _state
 from . import ascend, device, nvidia
-from ._errors import HardwareError
 
 # on the start-up path of every shimmed process: typing only for the checker (Kind is built on access)
 TYPE_CHECKING = False
@@ -66,4 +65,6 @@ def device_count(kind: str | None = None, root: str | None = None) -> int:
         return len(nvidia.proc_bus_ids(root)) or len(nvidia.device_node_indices(root))
     if kind == "cpu":
         return 0
+    from ._errors import HardwareError  # imported to raise: detection's path never needs it
+
     raise HardwareError(f"unknown accelerator kind {kind!r}; use one of {', '.join(KINDS)}")

@@ -14,7 +14,6 @@ NUMA placement, best source first:
 from __future__ import annotations
 
 from . import device
-from ._errors import HardwareError
 
 # is_available() runs in every shimmed process before user code (detection): this module imports no
 # re, typing or cpu.py at import. NpuDevice (a typing.NamedTuple) is built on first use, and cpu.py
@@ -225,6 +224,8 @@ def discover_npu_devices(
 
 def npu_numa_node(index: int, root: str | None = None, devices: list[NpuDevice] | None = None) -> int:
     """NUMA node of the index-th NPU; HardwareError naming the device when it cannot be known."""
+    from ._errors import HardwareError  # imported here: detection imports this module, never raises
+
     devices = discover_npu_devices(root) if devices is None else devices
     if not 0 <= index < len(devices):
         raise HardwareError(

@@ -15,15 +15,17 @@ import sys
 from .. import _state, envs
 from ..config import Config, PatchEntry
 from ..errors import ConfigError
-from . import _apply, _hook
-from ._apply import MISSING, Patch, PatchError
-from ._standin import StandInAttributeError, is_standin, make_spec
+from . import _hook
+from ._patch import MISSING, Patch, PatchError
 from .packs import ALWAYS, PACKS, PLATFORM_MODE
 
-# install() runs in the bootstrap of every shimmed interpreter: no importlib, threading or typing here
+# install() runs in the bootstrap of every shimmed interpreter: no importlib, threading or typing
+# here, and _apply/_standin (applying patches, stand-in modules) load when a target module does
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
+
+    from ._standin import StandInAttributeError
 
 __all__ = [
     "install",
@@ -43,6 +45,23 @@ _lock = _thread.RLock()
 _active: dict[str, Patch] = {}  # target "module:symbol" -> record
 _by_module: dict[str, list[Patch]] = {}  # target module -> its records
 _installed_with: tuple[Config, str] | None = None
+_trace = False  # CUDASHIM_DEBUG as read by install(), handed to _apply
+
+
+def _applier() -> Any:
+    """The _apply module, imported on first need: a target module loading, or a target loaded already."""
+    from . import _apply
+
+    _apply.set_trace(_trace)
+    return _apply
+
+
+def __getattr__(name: str) -> Any:
+    if name == "StandInAttributeError":  # public, but only stand-ins (imported with _standin) raise it
+        from ._standin import StandInAttributeError
+
+        return StandInAttributeError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _platform_name(platform: Any) -> str:
@@ -75,13 +94,15 @@ def _config_hint(config: Config) -> str:
 
 def _on_load(module: Any) -> None:
     patches = _by_module.get(module.__name__, ())
-    for p in patches:
-        _apply.apply(p, module)
+    if patches:
+        apply = _applier().apply
+        for p in patches:
+            apply(p, module)
 
 
 def install(config: Config | None, platform: Any) -> None:
     """Activate built-in packs and the config's patches for `platform`. Idempotent; re-install replaces."""
-    global _installed_with
+    global _installed_with, _trace
     config = config if config is not None else Config()
     name = _platform_name(platform)
     with _lock:
@@ -89,7 +110,9 @@ def install(config: Config | None, platform: Any) -> None:
             return
         if _installed_with is not None:
             _uninstall_patches()
-        _apply.set_trace(bool(envs.get("CUDASHIM_DEBUG")))
+        _trace = bool(envs.get("CUDASHIM_DEBUG"))
+        if "cudashim.patches._apply" in sys.modules:
+            _applier()  # already in use: it traces from now on as this install says
         hint = _config_hint(config)
         for entry, mode in plan(config, name):
             p = Patch(entry=entry, mode=mode, platform=name)
@@ -109,11 +132,13 @@ def install(config: Config | None, platform: Any) -> None:
     for mod, module in already:
         _on_load(module)
         for p in _by_module[mod]:
-            _apply.rebind_holders(p)
+            _applier().rebind_holders(p)
 
 
 def _standin_factory(is_package: bool, platform: str, hint: str) -> Any:
     def factory(fullname: str) -> Any:
+        from ._standin import make_spec
+
         return make_spec(fullname, is_package, platform, hint)
 
     return factory
@@ -121,10 +146,14 @@ def _standin_factory(is_package: bool, platform: str, hint: str) -> Any:
 
 def _uninstall_patches() -> None:
     global _installed_with
-    for p in list(_active.values()):
-        _apply.restore(p)
+    apply_mod = sys.modules.get("cudashim.patches._apply")
+    standin_mod = sys.modules.get("cudashim.patches._standin")
+    if apply_mod is not None:  # else no patch was ever applied: every record is still pending
+        for p in list(_active.values()):
+            apply_mod.restore(p)
     # stand-ins leave sys.modules (deepest first) and their parents' attributes
-    for name in sorted([n for n, m in list(sys.modules.items()) if is_standin(m)], key=lambda n: -n.count(".")):
+    standins = [n for n, m in list(sys.modules.items()) if standin_mod.is_standin(m)] if standin_mod is not None else []
+    for name in sorted(standins, key=lambda n: -n.count(".")):
         del sys.modules[name]
         parent, _, child = name.rpartition(".")
         if parent and parent in sys.modules and getattr(sys.modules[parent], child, None) is not None:
@@ -134,7 +163,8 @@ def _uninstall_patches() -> None:
                 pass
     _active.clear()
     _by_module.clear()
-    _apply.forget_handed_out()
+    if apply_mod is not None:
+        apply_mod.forget_handed_out()
     _hook.unwatch_all()
     _installed_with = None
 
@@ -159,11 +189,11 @@ def original(target: str) -> Any:
 
     p = _active.get(target)
     if p is None:  # not patched here: the object itself is the original
-        return _apply.get_path(import_module(mod_name), sym)
+        return _applier().get_path(import_module(mod_name), sym)
     if p.module is None:
         import_module(mod_name)  # loading it applies the patch and records the original
     if p.state == "native":
-        return _apply.get_path(p.module, sym)
+        return _applier().get_path(p.module, sym)
     if p.original is MISSING:
         raise PatchError(
             f"cudashim.original({target!r}): there is no original on {p.platform}: {mod_name!r} is not "

@@ -14,68 +14,21 @@ from __future__ import annotations
 import _thread
 import sys
 
-from ..errors import CudashimError
+from ._patch import MISSING, Patch, PatchError
 from ._standin import is_standin
 
-# patches.install() runs in the bootstrap of every shimmed interpreter: no functools, importlib,
-# threading, types, dataclasses or typing at import; what applying a patch needs is imported then
+# imported when the first target module loads (patches.install() in the bootstrap does not need it);
+# still no functools, importlib, threading, types, dataclasses or typing at import
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from types import ModuleType
     from typing import Any
-
-    from ..config import PatchEntry
 
 _ModuleType = type(sys)  # types.ModuleType
 # types.FunctionType, types.BuiltinFunctionType: what gets a trampoline (see _trampoline)
 _FUNCTION_TYPES = (type(lambda: None), type(len))
 
 __all__ = ["Patch", "PatchError", "MISSING", "apply", "resolve", "restore", "rebind_holders", "get_path", "set_trace"]
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-MISSING: Any = _Missing()
-
-
-class PatchError(CudashimError, ImportError):
-    """A replacement could not be loaded, or a stand-in was asked for an original it does not have."""
-
-
-class Patch:
-    """Runtime record of one active patch (one target); compared by identity."""
-
-    __slots__ = ("entry", "mode", "platform", "original", "replacement", "state", "module", "rebound")
-
-    def __init__(self, entry: PatchEntry, mode: str, platform: str, original: Any = MISSING,
-                 replacement: Any = MISSING, state: str = "pending", module: ModuleType | None = None,
-                 rebound: list[str] | None = None) -> None:
-        self.entry = entry
-        self.mode = mode  # packs.ALWAYS | packs.ABSENT_ONLY
-        self.platform = platform
-        self.original = original
-        self.replacement = replacement
-        self.state = state  # pending | applied | stood-in | native
-        self.module = module
-        self.rebound: list[str] = [] if rebound is None else rebound
-
-    def __repr__(self) -> str:
-        return f"Patch({self.entry.target!r}, mode={self.mode!r}, platform={self.platform!r}, state={self.state!r})"
-
-    @property
-    def module_name(self) -> str:
-        return self.entry.target.split(":")[0]
-
-    @property
-    def symbol(self) -> str:
-        return self.entry.target.split(":")[1]
-
-    def describe(self) -> str:
-        return f"{self.entry.target} -> {self.entry.replacement} (from {self.entry.source}, platform {self.platform})"
-
 
 _lock = _thread.RLock()
 _local = _thread._local()
