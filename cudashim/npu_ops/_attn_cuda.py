@@ -6,11 +6,21 @@ language natively: bottom-right causal, GQA without repeating K/V, sliding windo
 in recent torch — ALiBi and a paged `block_table`. Which keyword arguments exist is read from the
 op's schema at run time, so one code path serves torch 2.5 … 2.13.
 
-Paged KV: the kernel reads pages itself when torch exposes `block_table` and the page size is a
-multiple of 256 (flash-attn 2's constraint); otherwise single-query decode goes to our Triton paged
-kernel (`_paged_decode_triton`, when triton is installed), and everything else gathers the pages each
-sequence uses into one padded buffer with a single index_select, the kernel masking the tail with
-`seqused_k`.
+Paged KV, the rule (`paged_mode`; every input to it is a shape, a dtype or a host int, never a value
+on the device, so a step captured in a CUDA graph replays the same path). Our Triton kernels run only
+on real CUDA tensors, with triton installed, for fp16/bf16, power-of-two head_dim, no ALiBi/softcap/
+dropout:
+- one query per sequence (decode) -> `_paged_decode_triton`, split-KV, reads pages in place; on an H200
+  faster than the flash kernel on contiguous tensors at every benchmarked decode shape. `fast_decode`
+  serves the engines' hot call with the fewest host-side operations (outside a CUDA graph the decode
+  step is bound by launch cost, not by the GPU).
+- more queries, no sliding window -> `_paged_prefill_triton`, flash-attention forward that looks each
+  key tile's page up (H200: 0.9-1.15x the flash kernel on unpaged K/V at the benchmarked shapes).
+- otherwise, when torch exposes `block_table` and pages hold a multiple of 256 tokens -> the flash
+  kernel reads the pages itself ('native');
+- otherwise -> the pages each sequence may use (`max_seqlen_k` worth) are copied with one
+  index_select per tensor into a padded (B, nb * block_size) buffer, the kernel masking the tail with
+  `seqused_k` ('gather'; extra memory 2 * B * nb * block_size * Hk * D elements, and 0.7-0.95x).
 Verified (L3) by tests/device/test_npu_ops_gpu.py on an H200; nothing here runs in CI.
 """
 
@@ -22,9 +32,9 @@ from typing import Optional
 import torch
 
 from ._core import Attn
-from ._varlen import blocks_needed, cu_from_lengths, gather_paged_padded
+from ._varlen import blocks_needed, cu_from_lengths
 
-__all__ = ["why_not", "attend", "paged_mode"]
+__all__ = ["why_not", "attend", "paged_mode", "fast_decode"]
 
 
 def _op():
@@ -49,22 +59,49 @@ def _triton_decode():
     return _paged_decode_triton
 
 
+@lru_cache(maxsize=1)
+def _triton_prefill():
+    try:
+        from . import _paged_prefill_triton
+    except ImportError:  # no triton on this box: paged prefill gathers its pages instead
+        return None
+    return _paged_prefill_triton
+
+
+def _on_gpu(t: torch.Tensor) -> bool:
+    """Whether a Triton kernel can run on `t`: it is a real CUDA tensor (so a CUDA driver is active).
+
+    Triton being importable says nothing about that (nano-vllm installs it on CPU-only boxes, where a
+    launch dies with "0 active drivers"). A seam: the CPU plumbing tests stand in a kernel and say yes.
+    """
+    return t.device.type == "cuda"
+
+
 def paged_mode(a: Attn) -> str:
-    """How a paged cache is read: 'native' (the flash kernel reads pages), 'triton' (our paged decode
-    kernel, one query per sequence), or 'gather' (pages copied into one padded buffer first)."""
-    if "block_table" in _schema_args() and a.k.shape[1] % 256 == 0:
-        return "native"
-    tri = _triton_decode()
-    if (
-        tri is not None
-        and a.kind == "kvcache"
-        and a.q_len == 1
+    """How a paged cache is read (the rule in the module docstring): 'triton' (our paged decode kernel,
+    one query per sequence), 'triton_prefill' (our paged flash-attention kernel), 'native' (the flash
+    kernel reads pages), or 'gather' (pages copied into one padded buffer first)."""
+    plain = (
+        _on_gpu(a.q)
         and a.alibi_slopes is None
         and a.dropout_p == 0
-        and a.window[0] < 0
-        and tri.supports(a.q.shape[-1], a.q.dtype)
-    ):
-        return "triton"
+        and a.softcap <= 0
+        and not a.want_probs
+        and a.k.stride(-1) == 1
+        and a.v.stride(-1) == 1
+        and a.v.shape[-1] == a.q.shape[-1]
+    )
+    if plain and a.kind == "kvcache" and a.q_len == 1 and a.window[0] < 0:
+        # one query at the end of its sequence sees every key under causal or any right window
+        tri = _triton_decode()
+        if tri is not None and tri.supports(a.q.shape[-1], a.q.dtype):
+            return "triton"
+    if plain and _plain_mask(a):
+        tri = _triton_prefill()
+        if tri is not None and tri.supports(a.q.shape[-1], a.q.dtype):
+            return "triton_prefill"
+    if "block_table" in _schema_args() and a.k.shape[1] % 256 == 0:
+        return "native"
     return "gather"
 
 
@@ -106,6 +143,44 @@ def _contig(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
+def _i32(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """int32, contiguous, on `device`; the checks run in Python because even a no-op .to() costs
+    microseconds of host time, and these calls are launch-bound."""
+    if t.dtype == torch.int32 and t.device == device and t.is_contiguous():
+        return t
+    return t.to(device=device, dtype=torch.int32).contiguous()
+
+
+def fast_decode(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+    seqused: torch.Tensor, scale: float, want_lse: bool,
+) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]:
+    """The engines' decode step (q (B, Hq, D), paged cache, plain causal) straight to the Triton kernel.
+
+    Returns (out (B, Hq, D), lse (Hq, B) or None), or None when this path does not apply — the caller
+    then takes the general `Attn` path, which also produces the precise errors for bad shapes.
+    """
+    tri = _triton_decode()
+    if tri is None or not _on_gpu(q):
+        return None
+    d = q.shape[-1]
+    if (
+        k_cache.dim() != 4
+        or k_cache.shape != v_cache.shape
+        or k_cache.shape[-1] != d
+        or q.shape[-2] % k_cache.shape[-2]
+        or k_cache.dtype != q.dtype
+        or v_cache.dtype != q.dtype
+        or k_cache.device != q.device
+        or not tri.supports(d, q.dtype)
+    ):
+        return None
+    table = _i32(block_table, q.device)
+    out, lse = tri.paged_decode(q, k_cache, v_cache, table, _i32(seqused, q.device), scale,
+                                table.shape[1] * k_cache.shape[1])
+    return out, (lse.t() if want_lse else None)
+
+
 def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
     args = _schema_args()
     q = _contig(a.q)
@@ -120,35 +195,42 @@ def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
         kw["alibi_slopes"] = a.alibi_slopes.float().contiguous()
     if a.num_splits > 0 and "num_splits" in args:
         kw["num_splits"] = a.num_splits
-    cu_q = a.cu_q.to(device=q.device, dtype=torch.int32)
+    dev = q.device
+    cu_q = _i32(a.cu_q, dev)
     max_k = a.max_k
     if a.paged:
-        lens = a.key_lengths().to(device=q.device, dtype=torch.int32)
-        table = a.block_table.to(device=q.device, dtype=torch.int32).contiguous()
+        lens = _i32(a.key_lengths(), dev)
+        table = _i32(a.block_table, dev)
         mode = paged_mode(a)
         if mode == "triton":
             out, lse = _triton_decode().paged_decode(
                 q.view(a.batch, q.shape[1], q.shape[2]), a.k, a.v, table, lens, a.scale, a.max_k
             )
             return out, (lse.transpose(0, 1) if a.want_lse else None), None
+        if mode == "triton_prefill":
+            out, lse = _triton_prefill().paged_prefill(q, a.k, a.v, table, cu_q, lens, a.max_q, a.scale, bool(a.causal))
+            return out, (lse if a.want_lse else None), None
         if mode == "native":
             k, v = _contig(a.k), _contig(a.v)
-            cu_k = a.cu_k.to(device=q.device, dtype=torch.int32) if a.cu_k is not None else cu_from_lengths(lens)
+            cu_k = _i32(a.cu_k, dev) if a.cu_k is not None else cu_from_lengths(lens)
             kw["block_table"] = table
         else:
             bs = a.k.shape[1]
             nb = min(blocks_needed(a.max_k, bs), table.shape[1])
-            k = gather_paged_padded(a.k, table, nb).flatten(0, 1)
-            v = gather_paged_padded(a.v, table, nb).flatten(0, 1)
-            cu_k = torch.arange(0, (a.batch + 1) * nb * bs, nb * bs, dtype=torch.int32, device=q.device)
+            # one index per page, shared by k and v; padding (-1) reads page 0, masked by seqused_k.
+            # index_select takes int32 indices: no .long() copy
+            ids = (table if nb == table.shape[1] else table[:, :nb]).reshape(-1).clamp_min(0)
+            k = a.k.index_select(0, ids).view(a.batch * nb * bs, *a.k.shape[2:])
+            v = a.v.index_select(0, ids).view(a.batch * nb * bs, *a.v.shape[2:])
+            cu_k = torch.arange(0, (a.batch + 1) * nb * bs, nb * bs, dtype=torch.int32, device=dev)
             max_k = nb * bs
         kw["seqused_k"] = lens
     else:
         k, v = _contig(a.k), _contig(a.v)
         assert a.cu_k is not None
-        cu_k = a.cu_k.to(device=q.device, dtype=torch.int32)
+        cu_k = _i32(a.cu_k, dev)
         if a.seqused_k is not None:
-            kw["seqused_k"] = a.seqused_k.to(device=q.device, dtype=torch.int32)
+            kw["seqused_k"] = _i32(a.seqused_k, dev)
     is_causal = bool(a.causal)  # the varlen kernel's causal is bottom-right, as flash-attn's
     out, lse = _op()(
         q, k, v, cu_q, cu_k, int(a.max_q), int(max_k), float(a.dropout_p), is_causal, False, **kw

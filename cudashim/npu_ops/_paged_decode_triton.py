@@ -1,17 +1,19 @@
-"""Paged-KV decode attention in Triton (split-KV "flash decoding"), for pages the flash kernel can't read.
+"""Paged-KV decode attention in Triton (split-KV "flash decoding"), reading the pages in place.
 
-PyTorch's flash kernel reads a paged cache only when torch exposes `block_table` and pages hold a
-multiple of 256 tokens; otherwise decode would have to gather every page into a dense buffer first,
-which triples the memory traffic of a memory-bound step. This kernel reads the pages in place.
+torch's flash kernel (2.11) cannot read pages: decode through it would first gather every page into a
+dense buffer, tripling the memory traffic of a memory-bound step. This kernel reads pages where they
+are, and on an H200 it is faster than the flash kernel on contiguous tensors at every decode shape
+benchmarked (benchmarks/bench_attention_gpu.py, CUDA-graph column).
 
 One program per (sequence, kv head, split): it loads the GROUP query heads that share the kv head
 (GQA: K/V are read once for all of them), walks its share of the sequence BLOCK_N tokens at a time —
 each token's page looked up in the block table — with an online softmax in float32, and writes a
-partial output and LSE; a second small kernel merges the splits (one launch, whatever their number). One query per sequence (decode):
+partial output and LSE; a second small kernel merges the splits (one launch, whatever their number; none when one split per
+(sequence, kv head) already fills the GPU). One query per sequence (decode):
 with one query, flash-attn's bottom-right causal mask allows every cached key.
 
 Imported only on CUDA when triton is installed; L3 by tests/device/test_npu_ops_gpu.py (H200), and
-its arithmetic runs in CI-less form under TRITON_INTERPRET=1 (tests/npu_ops/test_paged_decode_triton.py).
+its arithmetic runs in CI-less form under TRITON_INTERPRET=1 (tests/npu_ops/test_paged_triton_interpreted.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["paged_decode", "supports"]
+__all__ = ["paged_decode", "supports", "num_splits"]
 
 _BLOCK_N = 64
 
@@ -38,6 +40,7 @@ def _split_kernel(
     stride_ob, stride_oh, stride_os,
     stride_lb, stride_lh,
     PAGE: tl.constexpr, GROUP: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
+    DIRECT: tl.constexpr,
 ):
     b = tl.program_id(0)
     hk = tl.program_id(1)
@@ -73,10 +76,16 @@ def _split_kernel(
     nonempty = l_i > 0
     l_safe = tl.where(nonempty, l_i, 1.0)
     out = acc / l_safe[:, None]
-    lse = tl.where(nonempty, m_i + tl.log(l_safe), float("-inf"))
-    tl.store(OUT_P + b * stride_ob + heads[:, None] * stride_oh + s * stride_os + d[None, :], out,
-             mask=gmask[:, None])
-    tl.store(LSE_P + b * stride_lb + heads * stride_lh + s, lse, mask=gmask)
+    if DIRECT:  # one split: this is the final answer (saves the combine launch); OUT_P/LSE_P are the outputs
+        lse = tl.where(nonempty, m_i + tl.log(l_safe), float("inf"))  # flash-attn: +inf for no keys
+        tl.store(OUT_P + b * stride_ob + heads[:, None] * stride_oh + d[None, :],
+                 out.to(OUT_P.dtype.element_ty), mask=gmask[:, None])
+        tl.store(LSE_P + b * stride_lb + heads * stride_lh, lse, mask=gmask)
+    else:
+        lse = tl.where(nonempty, m_i + tl.log(l_safe), float("-inf"))
+        tl.store(OUT_P + b * stride_ob + heads[:, None] * stride_oh + s * stride_os + d[None, :], out,
+                 mask=gmask[:, None])
+        tl.store(LSE_P + b * stride_lb + heads * stride_lh + s, lse, mask=gmask)
 
 
 @triton.jit
@@ -117,25 +126,48 @@ def supports(head_dim: int, dtype: torch.dtype) -> bool:
     return dtype in (torch.float16, torch.bfloat16) and 16 <= head_dim <= 256 and head_dim & (head_dim - 1) == 0
 
 
+def _int32(t: torch.Tensor) -> torch.Tensor:
+    # checked in Python first: on a slow host even a no-op .to() costs microseconds per decode step
+    return t if t.dtype == torch.int32 and t.is_contiguous() else t.to(torch.int32).contiguous()
+
+
+def num_splits(batch: int, hk: int, max_len: int, num_sms: int) -> tuple[int, int]:
+    """(splits, chunk): about four programs per SM, each a whole number of BLOCK_N tiles.
+
+    From shapes only (max_len is the block table's capacity, never a sequence length), so a captured
+    CUDA graph replays the same launch whatever the lengths are then.
+    """
+    tiles = max(1, -(-max_len // _BLOCK_N))
+    splits = max(1, min(tiles, -(-4 * num_sms // (batch * hk))))
+    chunk = -(-tiles // splits) * _BLOCK_N
+    return max(1, -(-max_len // chunk)), chunk
+
+
 def paged_decode(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
     seqlens: torch.Tensor, scale: float, max_len: int, num_sms: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """q (B, Hq, D); caches (num_blocks, page, Hk, D); -> out (B, Hq, D), lse (B, Hq) float32."""
+    """q (B, Hq, D); caches (num_blocks, page, Hk, D); -> out (B, Hq, D), lse (B, Hq) float32.
+
+    One launch when one split per (sequence, kv head) already fills the GPU, else split + combine.
+    """
     batch, hq, d = q.shape
     page, hk = k_cache.shape[1], k_cache.shape[2]
     group = hq // hk
     if num_sms is None:
-        num_sms = _num_sms(q.device.index if q.device.index is not None else 0) if q.is_cuda else 1
-    tiles = max(1, -(-max_len // _BLOCK_N))
-    splits = max(1, min(tiles, -(-4 * num_sms // (batch * hk))))  # about four programs per SM
-    chunk = -(-tiles // splits) * _BLOCK_N
-    splits = max(1, -(-max_len // chunk))
-    q = q.contiguous()
-    table = block_table.to(torch.int32).contiguous()
-    lens = seqlens.to(torch.int32).contiguous()
-    out_p = torch.empty(batch, hq, splits, d, dtype=torch.float32, device=q.device)
-    lse_p = torch.empty(batch, hq, splits, dtype=torch.float32, device=q.device)
+        num_sms = _num_sms(q.device.index if q.device.index is not None else 0) if q.device.type == "cuda" else 1
+    splits, chunk = num_splits(batch, hk, max_len, num_sms)
+    if not q.is_contiguous():
+        q = q.contiguous()
+    table, lens = _int32(block_table), _int32(seqlens)
+    out = torch.empty(batch, hq, d, dtype=q.dtype, device=q.device)
+    lse = torch.empty(batch, hq, dtype=torch.float32, device=q.device)
+    direct = splits == 1
+    if direct:
+        out_p, lse_p = out.view(batch, hq, 1, d), lse.view(batch, hq, 1)
+    else:
+        out_p = torch.empty(batch, hq, splits, d, dtype=torch.float32, device=q.device)
+        lse_p = torch.empty(batch, hq, splits, dtype=torch.float32, device=q.device)
     _split_kernel[(batch, hk, splits)](
         q, k_cache, v_cache, table, lens, out_p, lse_p,
         float(scale), chunk,
@@ -146,10 +178,10 @@ def paged_decode(
         out_p.stride(0), out_p.stride(1), out_p.stride(2),
         lse_p.stride(0), lse_p.stride(1),
         PAGE=page, GROUP=group, G_PAD=max(16, triton.next_power_of_2(group)), D=d, BLOCK_N=_BLOCK_N,
-        num_warps=4, num_stages=2,
+        DIRECT=direct, num_warps=4, num_stages=2,
     )
-    out = torch.empty(batch, hq, d, dtype=q.dtype, device=q.device)
-    lse = torch.empty(batch, hq, dtype=torch.float32, device=q.device)
+    if direct:
+        return out, lse
     _combine_kernel[(batch, hq)](
         out_p, lse_p, out, lse, splits,
         out_p.stride(0), out_p.stride(1), out_p.stride(2),

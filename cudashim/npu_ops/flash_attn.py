@@ -17,6 +17,7 @@ from typing import Optional, Union
 
 import torch
 
+from . import _attn_cuda, _dispatch
 from ._core import Attn, attend, normalize_window, unsupported
 from ._rotary import apply_rotary
 from ._varlen import paged_slots
@@ -195,7 +196,8 @@ def flash_attn_with_kvcache(
         cache_seqlens = cap
     if isinstance(cache_seqlens, int):
         cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
-    cache_seqlens = cache_seqlens.to(q.device)
+    elif cache_seqlens.device != q.device:
+        cache_seqlens = cache_seqlens.to(q.device)
     window = normalize_window(window_size, bool(causal))
     s_new = 0
     if k is not None:
@@ -208,7 +210,25 @@ def flash_attn_with_kvcache(
         _append_kv(k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table)
     elif rotary_cos is not None:
         raise ValueError(f"{api}: rotary_cos/rotary_sin apply only when new k and v are passed")
-    seqused = (cache_seqlens.long() + s_new).to(torch.int32)
+    if s_new == 0 and cache_seqlens.dtype == torch.int32:
+        seqused = cache_seqlens  # the decode step: no arithmetic, no copy (it is launch-bound)
+    else:
+        seqused = (cache_seqlens.long() + s_new).to(torch.int32)
+    if (
+        paged
+        and sq == 1
+        and q.device.type == "cuda"
+        and window[0] < 0
+        and not softcap
+        and alibi_slopes is None
+        and _dispatch.platform_name() != "ascend"
+    ):
+        fast = _attn_cuda.fast_decode(q.view(batch, hq, d), k_cache, v_cache, block_table, seqused,
+                                      _scale(q, softmax_scale), bool(return_softmax_lse))
+        if fast is not None:
+            out, lse = fast
+            out = out.view(batch, 1, hq, -1)
+            return (out, lse.view(hq, batch, 1).transpose(0, 1)) if return_softmax_lse else out
     if paged:
         kk, vv, cu_k = k_cache, v_cache, None
     else:

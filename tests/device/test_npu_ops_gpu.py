@@ -68,23 +68,62 @@ def test_varlen_gqa_ragged(causal):
         torch.testing.assert_close(out[cq[b]:cq[b + 1]].double(), ro, **BF16)
 
 
+def _count_calls(monkeypatch, module_getter, name):
+    calls = []
+    mod = module_getter()
+    if mod is not None:
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    return mod, calls
+
+
+@pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("block", [16, 256])
-def test_paged_prefill_prefix_cache(block):
+def test_paged_prefill_prefix_cache(block, causal, monkeypatch):
+    from cudashim.npu_ops import _attn_cuda
     from cudashim.npu_ops.flash_attn import flash_attn_varlen_func
 
+    tri, calls = _count_calls(monkeypatch, _attn_cuda._triton_prefill, "paged_prefill")
     gen = torch.Generator().manual_seed(2)
-    lq, lk = [44, 5, 18], [300, 5, 530]
+    lq, lk = [44, 5, 18, 20], [300, 5, 530, 5]  # the last: more queries than keys (15 rows see nothing)
     q = _rand((sum(lq), 32, 128), gen)
     ks = [_rand((n, 8, 128), gen) for n in lk]
     vs = [_rand((n, 8, 128), gen) for n in lk]
     kc, vc, table = _paged_on_gpu(ks, vs, block, gen)
     out = flash_attn_varlen_func(q.to(DEV), kc, vc, max_seqlen_q=max(lq), cu_seqlens_q=cu(lq).to(DEV),
                                  max_seqlen_k=max(lk), cu_seqlens_k=cu(lk).to(DEV), softmax_scale=0.1,
-                                 causal=True, block_table=table).cpu()
+                                 causal=causal, block_table=table).cpu()
     cq = cu(lq).tolist()
-    for b in range(3):
-        ro, _ = ref_attention(q[cq[b]:cq[b + 1]], ks[b], vs[b], scale=0.1, causal=True)
+    for b in range(len(lq)):
+        ro, _ = ref_attention(q[cq[b]:cq[b + 1]], ks[b], vs[b], scale=0.1, causal=causal)
         torch.testing.assert_close(out[cq[b]:cq[b + 1]].double(), ro, **BF16)
+    if tri is not None:
+        assert calls  # read in place by the Triton kernel, not gathered
+
+
+@pytest.mark.parametrize("block", [16, 256])
+def test_paged_multi_query_kvcache_lse(block, monkeypatch):
+    """Several new queries per sequence against a paged cache (speculative decoding): the paged
+    flash-attention kernel, bottom-right causal, with its LSE."""
+    from cudashim.npu_ops import _attn_cuda
+    from cudashim.npu_ops.flash_attn import flash_attn_with_kvcache
+
+    tri, calls = _count_calls(monkeypatch, _attn_cuda._triton_prefill, "paged_prefill")
+    gen = torch.Generator().manual_seed(7)
+    lens = [3, 400, 64]
+    ks = [_rand((n, 8, 128), gen) for n in lens]
+    vs = [_rand((n, 8, 128), gen) for n in lens]
+    kc, vc, table = _paged_on_gpu(ks, vs, block, gen)
+    q = _rand((3, 4, 32, 128), gen)
+    out, lse = flash_attn_with_kvcache(q.to(DEV), kc, vc, cache_seqlens=torch.tensor(lens, dtype=torch.int32,
+                                       device=DEV), block_table=table, causal=True, return_softmax_lse=True)
+    out, lse = out.cpu(), lse.cpu()
+    for b in range(3):
+        ro, rl = ref_attention(q[b], ks[b], vs[b], scale=128 ** -0.5, causal=True)
+        torch.testing.assert_close(out[b].double(), ro, **BF16)
+        torch.testing.assert_close(lse[b].double(), rl, rtol=1e-2, atol=1e-2)
+    if tri is not None:
+        assert calls
 
 
 @pytest.mark.parametrize("block", [16, 256])
@@ -156,3 +195,66 @@ def test_softcap_falls_back_with_one_warning_and_stays_correct():
     ro, _ = ref_attention(q[0], q[0], q[0], scale=0.125, causal=True, softcap=3.0)
     torch.testing.assert_close(out[0].double(), ro, **BF16)
     assert math.isfinite(float(out.float().sum()))
+
+
+@pytest.mark.parametrize("block", [16, 256])
+def test_paged_decode_captured_in_a_cuda_graph_replays_with_new_lengths_and_contents(block, monkeypatch):
+    """nano-vllm's decode: flash_attn_with_kvcache captured once, replayed with other cache_seqlens, other
+    cache contents and other q/k/v — every replay must equal the float64 oracle on the NEW data (a size
+    or path taken from values at capture time, or a host sync, would break capture or the replays)."""
+    from cudashim.npu_ops import _attn_cuda
+    from cudashim.npu_ops.flash_attn import flash_attn_with_kvcache
+
+    tri = _attn_cuda._triton_decode()
+    triton_calls = []
+    if tri is not None:
+        real = tri.paged_decode
+        monkeypatch.setattr(tri, "paged_decode", lambda *a, **k: (triton_calls.append(1), real(*a, **k))[1])
+    gen = torch.Generator().manual_seed(6)
+    batch, hq, hk, d, cap = 3, 32, 8, 128, 600
+    width = -(-cap // block)
+    num_pages = batch * width + 2
+    kc = torch.zeros(num_pages, block, hk, d, dtype=torch.bfloat16, device=DEV)
+    vc = torch.zeros_like(kc)
+    table = torch.randperm(num_pages, generator=gen)[: batch * width].view(batch, width).to(torch.int32).to(DEV)
+    q = torch.zeros(batch, 1, hq, d, dtype=torch.bfloat16, device=DEV)
+    k_new = torch.zeros(batch, 1, hk, d, dtype=torch.bfloat16, device=DEV)
+    v_new = torch.zeros_like(k_new)
+    seqlens = torch.zeros(batch, dtype=torch.int32, device=DEV)
+
+    def step():
+        return flash_attn_with_kvcache(q, kc, vc, k_new, v_new, cache_seqlens=seqlens, block_table=table,
+                                       causal=True, return_softmax_lse=True)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+
+    for lens in ([5, 599, 0], [256, 17, 300]):
+        ks = [_rand((n + 1, hk, d), gen) for n in lens]
+        vs = [_rand((n + 1, hk, d), gen) for n in lens]
+        kc.copy_(_rand(tuple(kc.shape), gen).to(DEV))  # garbage everywhere, then each sequence's tokens
+        vc.copy_(_rand(tuple(vc.shape), gen).to(DEV))
+        for b, n in enumerate(lens):
+            pos = torch.arange(n, device=DEV)
+            kc[table[b, pos // block].long(), pos % block] = ks[b][:n].to(DEV)
+            vc[table[b, pos // block].long(), pos % block] = vs[b][:n].to(DEV)
+        q.copy_(_rand(tuple(q.shape), gen).to(DEV))
+        k_new.copy_(torch.stack([kb[-1:] for kb in ks]).to(DEV))
+        v_new.copy_(torch.stack([vb[-1:] for vb in vs]).to(DEV))
+        seqlens.copy_(torch.tensor(lens, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        got, got_lse = out.cpu(), lse.cpu()
+        for b, n in enumerate(lens):
+            assert torch.equal(kc[int(table[b, n // block]), n % block].cpu(), ks[b][-1])  # appended in place
+            ro, rl = ref_attention(q[b].cpu(), ks[b], vs[b], scale=d ** -0.5, causal=True)
+            torch.testing.assert_close(got[b].double(), ro, **BF16)
+            torch.testing.assert_close(got_lse[b].double(), rl, rtol=1e-2, atol=1e-2)
+    if tri is not None:
+        assert triton_calls  # the Triton kernel is what the graph holds

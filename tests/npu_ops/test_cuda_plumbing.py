@@ -65,7 +65,8 @@ def flash(monkeypatch):
     emu = FlashEmulation()
     monkeypatch.setattr(_attn_cuda, "_op", lambda: emu)
     monkeypatch.setattr(_attn_cuda, "_schema_args", lambda: SCHEMA)
-    monkeypatch.setattr(_attn_cuda, "_triton_decode", lambda: None)  # gather unless a test brings one
+    # _triton_decode is left alone: where triton is installed (CI installs it, nano-vllm needs it) the
+    # code itself must see that these CPU tensors cannot run a Triton kernel and gather instead
     return emu
 
 
@@ -114,8 +115,10 @@ def test_decode_through_the_public_api_on_cuda_plumbing(flash, monkeypatch, bloc
     v_new = torch.stack([vb[-1:] for vb in vs])
     out = flash_attn_with_kvcache(q, p.k_cache, p.v_cache, k_new, v_new, cache_seqlens=torch.tensor(lens),
                                   block_table=p.block_table, causal=True)
-    call, = flash.calls
+    call, = flash.calls  # the flash kernel ran: no Triton launch on CPU tensors, triton installed or not
     assert call["seqused_k"].tolist() == [n + 1 for n in lens]
+    if block == 16:
+        assert call["block_table"] is None and call["key_shape"][0] == 3 * p.block_table.shape[1] * 16
     for b in range(3):
         ro, _ = ref_attention(q[b], ks[b], vs[b], scale=0.125, causal=True)
         torch.testing.assert_close(out[b].double(), ro, rtol=1e-2, atol=1e-2)
@@ -136,7 +139,7 @@ def test_windows_go_down_as_windows_and_fallback_reasons_are_named(flash):
                                                  cu_k=cu([20]), scale=0.1, softcap=5.0))
 
 
-def test_small_page_decode_goes_to_the_triton_kernel_when_available(flash, monkeypatch):
+def test_small_page_decode_goes_to_the_triton_kernel_on_a_gpu(flash, monkeypatch):
     import types
 
     import cudashim.npu_ops.flash_attn as fa
@@ -151,6 +154,7 @@ def test_small_page_decode_goes_to_the_triton_kernel_when_available(flash, monke
 
     monkeypatch.setattr(_attn_cuda, "_triton_decode", lambda: types.SimpleNamespace(
         supports=supports, paged_decode=paged_decode))
+    monkeypatch.setattr(_attn_cuda, "_on_gpu", lambda t: True)  # as if these tensors were on a GPU
     monkeypatch.setattr(fa, "attend", lambda a: (_core.check(a), _attn_cuda.attend(a))[1])
     gen = torch.Generator().manual_seed(54)
     p = make_paged([randn((n, 2, 64), torch.float16, gen) for n in (9, 40)],
@@ -162,3 +166,44 @@ def test_small_page_decode_goes_to_the_triton_kernel_when_available(flash, monke
     assert seen["q"] == (2, 8, 64) and seen["k"] == tuple(p.k_cache.shape) and seen["lens"] == [9, 40]
     assert seen["max_len"] == p.block_table.shape[1] * 16
     assert torch.equal(out[:, 0], q[:, 0]) and lse.shape == (2, 8, 1)
+
+
+def test_paged_prefill_goes_to_the_triton_kernel_on_a_gpu_unless_it_cannot_honour_the_call(flash, monkeypatch):
+    import types
+
+    from cudashim.npu_ops._paged_prefill_triton import supports
+
+    seen = []
+
+    def paged_prefill(q, k_cache, v_cache, block_table, cu_q, seqlens_k, max_q, scale, causal):
+        seen.append(dict(cu_q=cu_q, lens=seqlens_k, table=block_table, max_q=max_q, scale=scale, causal=causal))
+        return torch.zeros_like(q), torch.zeros(q.shape[1], q.shape[0])
+
+    monkeypatch.setattr(_attn_cuda, "_triton_prefill", lambda: types.SimpleNamespace(
+        supports=supports, paged_prefill=paged_prefill))
+    monkeypatch.setattr(_attn_cuda, "_on_gpu", lambda t: True)  # as if these tensors were on a GPU
+    import cudashim.npu_ops.flash_attn as fa
+    from cudashim.npu_ops import _core
+
+    monkeypatch.setattr(fa, "attend", lambda a: (_core.check(a), _attn_cuda.attend(a))[1])
+    gen = torch.Generator().manual_seed(55)
+    lq, lk = [4, 1, 30], [300, 1, 30]
+    q = randn((sum(lq), 8, 64), torch.bfloat16, gen)
+    p = make_paged([randn((n, 2, 64), torch.bfloat16, gen) for n in lk],
+                   [randn((n, 2, 64), torch.bfloat16, gen) for n in lk], 16, gen)
+    cu_q64, cu_k64 = cu(lq).long(), cu(lk).long()  # as a caller might pass them: int64
+    flash_attn_varlen_func(q, p.k_cache, p.v_cache, cu_q64, cu_k64, 30, 300, softmax_scale=0.3, causal=True,
+                           block_table=p.block_table)
+    call, = seen
+    assert flash.calls == []
+    assert call["cu_q"].dtype == torch.int32 and call["cu_q"].tolist() == cu(lq).tolist()
+    assert call["lens"].dtype == torch.int32 and call["lens"].tolist() == lk
+    assert call["max_q"] == 30 and call["scale"] == 0.3 and call["causal"] is True
+    assert call["table"].dtype == torch.int32
+
+    # a sliding window and ALiBi are not in that kernel: they stay with the flash kernel (gathered pages)
+    flash_attn_varlen_func(q, p.k_cache, p.v_cache, cu_q64, cu_k64, 30, 300, causal=True, window_size=(8, 0),
+                           block_table=p.block_table)
+    flash_attn_varlen_func(q, p.k_cache, p.v_cache, cu_q64, cu_k64, 30, 300, causal=True,
+                           alibi_slopes=torch.ones(8), block_table=p.block_table)
+    assert len(seen) == 1 and len(flash.calls) == 2 and flash.calls[0]["window"] == (8, 0)
