@@ -172,6 +172,8 @@ def fast_decode(
         or k_cache.dtype != q.dtype
         or v_cache.dtype != q.dtype
         or k_cache.device != q.device
+        or k_cache.stride(-1) != 1
+        or v_cache.stride(-1) != 1
         or not tri.supports(d, q.dtype)
     ):
         return None
@@ -199,17 +201,20 @@ def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
     cu_q = _i32(a.cu_q, dev)
     max_k = a.max_k
     if a.paged:
-        lens = _i32(a.key_lengths(), dev)
         table = _i32(a.block_table, dev)
         mode = paged_mode(a)
+        if mode == "triton_prefill":
+            # the kernel reads cu_seqlens_k itself when that is what defines the lengths (saves launches)
+            keys = a.seqused_k if a.seqused_k is not None or a.cu_k is None else a.cu_k
+            out, lse = _triton_prefill().paged_prefill(q, a.k, a.v, table, cu_q, _i32(keys, dev), a.max_q,
+                                                       a.scale, bool(a.causal))
+            return out, (lse if a.want_lse else None), None
+        lens = _i32(a.key_lengths(), dev)
         if mode == "triton":
             out, lse = _triton_decode().paged_decode(
                 q.view(a.batch, q.shape[1], q.shape[2]), a.k, a.v, table, lens, a.scale, a.max_k
             )
             return out, (lse.transpose(0, 1) if a.want_lse else None), None
-        if mode == "triton_prefill":
-            out, lse = _triton_prefill().paged_prefill(q, a.k, a.v, table, cu_q, lens, a.max_q, a.scale, bool(a.causal))
-            return out, (lse if a.want_lse else None), None
         if mode == "native":
             k, v = _contig(a.k), _contig(a.v)
             cu_k = _i32(a.cu_k, dev) if a.cu_k is not None else cu_from_lengths(lens)

@@ -51,7 +51,7 @@ def _prefill_kernel(
     stride_ot, stride_oh,
     stride_btb, stride_lh,
     GROUP: tl.constexpr, PAGE: tl.constexpr, D: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, KEYS_CU: tl.constexpr,
 ):
     mt = tl.program_id(0)
     h = tl.program_id(1)
@@ -59,7 +59,10 @@ def _prefill_kernel(
     q_start = tl.load(CU_Q + b)
     sq = tl.load(CU_Q + b + 1) - q_start
     if mt * BLOCK_M < sq:
-        sk = tl.load(LENS + b)
+        if KEYS_CU:  # LENS is cu_seqlens_k (B+1): one subtraction here instead of a launch on the host
+            sk = tl.load(LENS + b + 1) - tl.load(LENS + b)
+        else:
+            sk = tl.load(LENS + b)
         hk = h // GROUP
         offs_m = mt * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_d = tl.arange(0, D)
@@ -156,7 +159,8 @@ def paged_prefill(
     config: tuple[int, int, int, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q (total_q, Hq, D) packed by cu_q (int32); caches (num_blocks, page, Hk, D) with unit last stride;
-    seqlens_k (B,) int32 keys per sequence; -> out like q, lse (Hq, total_q) float32.
+    seqlens_k (B,) int32 keys per sequence, or (B+1,) int32 cumulative (flash-attn's cu_seqlens_k, whose
+    differences are the cache lengths with a block table); -> out like q, lse (Hq, total_q) float32.
 
     max_q (a host int: the grid) bounds the queries per sequence. Sizes come from shapes and host ints
     only: no host sync, CUDA-graph capturable.
@@ -201,5 +205,6 @@ def _launch(cfg, q, k_cache, v_cache, out, lse, cu_q, seqlens_k, block_table, ma
         out.stride(0), out.stride(1),
         block_table.stride(0), lse.stride(0),
         GROUP=hq // hk, PAGE=page, D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=bool(causal),
+        KEYS_CU=seqlens_k.numel() == cu_q.numel(),
         num_warps=warps, num_stages=stages,
     )

@@ -104,7 +104,6 @@ def flash_attn_varlen_func(
     cache (num_blocks, block_size, Hk, D), cu_seqlens_k then giving each sequence's cache length
     (prefix caching, nano-vllm's prefill). With return_attn_probs: (out, softmax_lse (H, total_q), S_dmask).
     """
-    paged = block_table is not None
     a = Attn(
         api="flash_attn_varlen_func",
         q=q,
@@ -113,8 +112,9 @@ def flash_attn_varlen_func(
         cu_q=cu_seqlens_q,
         max_q=int(max_seqlen_q),
         max_k=int(max_seqlen_k),
-        cu_k=cu_seqlens_k,  # with block_table the flash kernel still wants it beside seqused_k
-        seqused_k=(cu_seqlens_k[1:] - cu_seqlens_k[:-1]) if paged else None,
+        # with block_table, cu_seqlens_k gives each sequence's cache length: paths that need the
+        # lengths as a tensor take Attn.key_lengths() (its diff), computed only where needed
+        cu_k=cu_seqlens_k,
         block_table=block_table,
         scale=_scale(q, softmax_scale),
         causal=bool(causal),

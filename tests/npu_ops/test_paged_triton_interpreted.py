@@ -66,8 +66,10 @@ SCRIPT = textwrap.dedent(
         vs = [torch.randn(n, hk, d, generator=gen).half() for n in lk]
         p = make_paged(ks, vs, page, gen)
         q = torch.randn(sum(lq), hq, d, generator=gen).half()
-        out, lse = paged_prefill(q, p.k_cache, p.v_cache, p.block_table, cu(lq), torch.tensor(lk, dtype=torch.int32),
-                                 max(lq), 0.1, causal, config=config)
+        # key lengths as (B,) or as flash-attn's cu_seqlens_k (B+1,)
+        keys = cu(lk) if config is None else torch.tensor(lk, dtype=torch.int32)
+        out, lse = paged_prefill(q, p.k_cache, p.v_cache, p.block_table, cu(lq), keys, max(lq), 0.1, causal,
+                                 config=config)
         c = cu(lq).tolist()
         for b in range(len(lq)):
             ro, rl = ref_attention(q[c[b]:c[b + 1]], ks[b], vs[b], scale=0.1, causal=causal)
