@@ -15,12 +15,14 @@ dropout:
   serves the engines' hot call with the fewest host-side operations (outside a CUDA graph the decode
   step is bound by launch cost, not by the GPU).
 - more queries, no sliding window -> `_paged_prefill_triton`, flash-attention forward that looks each
-  key tile's page up (H200: 0.9-1.15x the flash kernel on unpaged K/V at the benchmarked shapes).
+  key tile's page up (H200, GPU time: 1.03-1.16x the speed of the flash kernel on unpaged K/V at
+  the benchmarked shapes; eager calls also pay one Triton launch on the host).
 - otherwise, when torch exposes `block_table` and pages hold a multiple of 256 tokens -> the flash
   kernel reads the pages itself ('native');
 - otherwise -> the pages each sequence may use (`max_seqlen_k` worth) are copied with one
   index_select per tensor into a padded (B, nb * block_size) buffer, the kernel masking the tail with
-  `seqused_k` ('gather'; extra memory 2 * B * nb * block_size * Hk * D elements, and 0.7-0.95x).
+  `seqused_k` ('gather'; extra memory 2 * B * nb * block_size * Hk * D elements; H200 GPU time
+  0.72-0.95x of the unpaged kernel).
 Verified (L3) by tests/device/test_npu_ops_gpu.py on an H200; nothing here runs in CI.
 """
 
