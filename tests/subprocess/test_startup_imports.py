@@ -72,6 +72,11 @@ def test_bootstrap_imports_nothing_heavy(shim, case):
     assert st["platform"] == ("cpu" if case in ("detected cpu", "cudashim run") else case)
     assert "cudashim.patches" in got["new"] and "cudashim.config" in got["new"]
     assert sorted(set(got["new"]) & set(HEAVY)) == []
+    if case in ("detected cpu", "cudashim run"):
+        # detection on a machine with neither vendor's devices reads no vendor module (cheap checks
+        # of /dev, ubcore and procfs names rule both out first)
+        assert "cudashim.hardware._detect" in got["new"]
+        assert not {"cudashim.hardware.ascend", "cudashim.hardware.nvidia"} & set(got["new"])
 
 
 def test_probe_sees_heavy_imports(shim):
