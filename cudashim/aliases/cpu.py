@@ -20,7 +20,8 @@ binds, and uninstall() restores every original exactly. Semantics (DESIGN.md sec
   is a CPU GradScaler.
 * Distributed: "nccl" is "gloo" (also in "cpu:gloo,cuda:nccl"), device ids are dropped (Gloo and
   CPU DDP/FSDP take none), DeviceMesh("cuda") is a CPU mesh. dist.get_backend() answers "gloo".
-* torch.compile: tensors are CPU tensors, so Inductor generates C++; Triton is never chosen.
+* torch.compile: tensors are CPU tensors, so Inductor generates C++; Triton is never chosen. Dynamo
+  records the wrapped tensor methods as the methods they are, without a graph break (_cpu_compile).
 * Loud limits (CapabilityError at construction / first call): CUDA graphs, symmetric memory,
   CUDA C++ extensions, Triton launches no patch replaced.
 
@@ -34,7 +35,7 @@ import sys
 from typing import Any
 
 from .. import _state
-from . import _cpu_device, _cpu_limits, _cpu_memory, _cpu_streams, _cpu_torch, probes
+from . import _cpu_compile, _cpu_device, _cpu_limits, _cpu_memory, _cpu_streams, _cpu_torch, probes
 from ._common import (
     Bindings,
     DeviceRewriter,
@@ -54,6 +55,9 @@ _MEMORY = ("mem_get_info", "memory_stats", "memory_allocated", "max_memory_alloc
            "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
            "reset_accumulated_memory_stats", "empty_cache", "memory_summary", "memory_snapshot",
            "set_per_process_memory_fraction")
+# torch.Tensor methods replaced by wrappers of the same name (torch.compile records them as methods)
+_TENSOR_METHODS = ("to", "cuda", "pin_memory", "get_device", "record_stream", "type", "new_empty", "new_zeros",
+                   "new_ones", "new_full", "new_tensor", "new_empty_strided")
 _STREAMS = ("Stream", "ExternalStream", "Event", "StreamContext", "stream", "current_stream", "default_stream",
             "set_stream")
 
@@ -99,9 +103,8 @@ def install() -> None:
 def _install(torch: Any, rw: DeviceRewriter) -> None:
     b = _bindings
     dm = _cpu_device.DeviceModule(torch, rw)
-    _bind_truth_probes(torch.cuda.is_available)
     probes.install("cpu", torch.cuda.is_available)  # the shared probe table (TileLang's target detection...)
-    _bind_dynamo_is_cuda()
+    _cpu_compile.bind(b, torch, _TENSOR_METHODS, lambda: dm.current, torch.cuda.is_available, installed)
 
     # torch.cuda as a CPU device module
     subs = [m for n, m in list(sys.modules.items()) if n.startswith("torch.cuda.") and m is not None]
@@ -179,6 +182,7 @@ def _bind_tensor(torch: Any, rw: DeviceRewriter, dm: _cpu_device.DeviceModule) -
             dtype = "torch." + dtype[len("torch.cuda."):]  # the legacy CUDA type names the CPU one
         return orig_type(self, dtype, non_blocking, **kwargs)
 
+    type_.__name__ = type_.__qualname__ = "type"  # Dynamo records a tensor method call by this name
     to.__wrapped__ = orig_to  # type: ignore[attr-defined]
     b.bind(T, "type", type_, "Tensor.type('torch.cuda.*')", "aliased")
     b.bind(T, "to", to, "Tensor.to", "aliased")
@@ -188,7 +192,7 @@ def _bind_tensor(torch: Any, rw: DeviceRewriter, dm: _cpu_device.DeviceModule) -
     b.bind(T, "record_stream", record_stream, "Tensor.record_stream", "emulated")
     b.bind(T, "is_cuda", property(lambda self: self.is_cpu, doc="True on the target device (cpu)"),
            "Tensor.is_cuda", "aliased")
-    for name in ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided"):
+    for name in (n for n in _TENSOR_METHODS if n.startswith("new_")):
         if hasattr(T, name):
             b.bind(T, name, wrap_factory(getattr(T, name), rw), f"Tensor.{name}", "aliased")
 
@@ -231,48 +235,6 @@ def _bind_module(torch: Any, rw: DeviceRewriter, dm: _cpu_device.DeviceModule) -
     b.bind(dp, "forward", dp_forward, "torch.nn.DataParallel", "emulated")
 
 
-# Library probes that must see the truth (DESIGN section 5): module -> (class, attribute) whose
-# answer is torch's real torch.cuda.is_available. Inductor asks CudaInterface whether Triton has a
-# GPU to compile for; saying yes on a CPU would send CPU graphs to Triton's CUDA driver.
-_TRUTH_PROBES: dict[str, tuple[tuple[str, str], ...]] = {
-    "torch._dynamo.device_interface": (("CudaInterface", "is_available"),),
-}
-
-
-def _bind_truth_probes(real_is_available: Any) -> None:
-    for mod_name, attrs in _TRUTH_PROBES.items():
-        def probe(mod: Any, _attrs: tuple[tuple[str, str], ...] = attrs) -> None:
-            if not installed():
-                return
-            for cls_name, attr in _attrs:
-                cls = getattr(mod, cls_name, None)
-                if cls is not None:
-                    _bindings.bind(cls, attr, staticmethod(real_is_available))
-
-        when_imported(mod_name, probe)
-
-
-def _bind_dynamo_is_cuda() -> None:
-    # Dynamo answers `t.is_cuda` from the traced tensor's device, without the Python property;
-    # compiled code must branch as eager code does, so it answers "on the target device" too.
-    def patch(mod: Any) -> None:
-        cls = getattr(mod, "TensorVariable", None)
-        orig = getattr(cls, "method_attr_is_cuda", None)
-        build = getattr(getattr(mod, "VariableTracker", None), "build", None)
-        if not installed() or orig is None or build is None:
-            return
-
-        def method_attr_is_cuda(self: Any, tx: Any) -> Any:
-            device = getattr(self, "device", None)
-            if device is not None and device.type == "cpu":
-                return build(tx, True)
-            return orig(self, tx)
-
-        _bindings.bind(cls, "method_attr_is_cuda", method_attr_is_cuda)
-
-    when_imported("torch._dynamo.variables.tensor", patch)
-
-
 def _bind_lazy_limits() -> None:
     b = _bindings
 
@@ -302,6 +264,7 @@ def uninstall() -> None:
     if _rewrite is not None:
         probes.uninstall()
     _bindings.restore()
+    _cpu_compile.forget()
     _rewrite = None
     _cpu_streams._reset()
     _cpu_memory._reset()

@@ -1,0 +1,169 @@
+"""torch.compile under `python -m cudashim run --platform cpu`: the compile cases (compile_cases.py)
+and nano-vllm's compile pattern, in one shimmed interpreter.
+
+Every CPU-written version runs first, eagerly, on plain torch (the alias layer taken off); then every
+CUDA-written version is compiled with fullgraph=True (a graph break raises) and
+error_on_recompile=True under the alias layer, with and without the TorchFunctionMode that
+torch.set_default_device("cuda") pushes (nano-vllm loads its model under it), called twice, and
+compared with its twin. Prints one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+import warnings
+from typing import Any, Callable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402  - the import hook installs the cpu alias layer here
+import torch._dynamo  # noqa: E402
+import torch._dynamo.trace_rules as trace_rules  # noqa: E402
+from torch._dynamo.testing import CompileCounter  # noqa: E402
+
+from cudashim import aliases  # noqa: E402
+
+CONTEXTS: dict[str, Callable[[], None]] = {
+    "plain": lambda: torch.set_default_device(None),
+    "set_default_device": lambda: torch.set_default_device("cuda"),
+}
+
+
+def _err(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"[-3000:]
+
+
+def _diff(got: Any, want: Any, tol: float | None = None) -> str | None:
+    if isinstance(want, tuple):
+        for g, w in zip(got, want):
+            d = _diff(g, w, tol)
+            if d:
+                return d
+        return None
+    if not isinstance(got, torch.Tensor):
+        return f"got {type(got).__name__}, want a tensor"
+    if (got.device, got.dtype, got.shape) != (want.device, want.dtype, want.shape):
+        return f"{got.device}/{got.dtype}/{tuple(got.shape)} vs {want.device}/{want.dtype}/{tuple(want.shape)}"
+    if tol is None:
+        ok = torch.equal(got, want)
+    else:
+        ok = torch.allclose(got.double(), want.double(), atol=tol, rtol=tol)
+    return None if ok else f"values differ: {got} vs {want}"
+
+
+def _compiled_twice(fn: Callable[..., Any], inputs: Callable[[], tuple[Any, ...]], **kw: Any) -> tuple[Any, int]:
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(fn, backend=counter, **kw)
+    compiled(*inputs())
+    if aliases.installed():
+        torch.ones(2).to("cuda:1")  # the rewriter's cache grows between calls: no guard may depend on it
+    return compiled(*inputs()), counter.frame_count
+
+
+def cases(expected: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    from compile_cases import CASES
+
+    out: dict[str, dict[str, Any]] = {}
+    for ctx, enter in CONTEXTS.items():
+        for case in CASES:
+            key = f"{ctx}|{case.name}"
+            enter()
+            try:
+                got, frames = _compiled_twice(case.cuda, case.inputs, fullgraph=True)
+                detail = _diff(got, expected[case.name]) or ("" if frames == 1 else f"{frames} frames compiled")
+            except Exception as exc:  # fullgraph=True: a graph break lands here
+                detail = _err(exc)
+            finally:
+                torch.set_default_device(None)
+            out[key] = {"ok": not detail, "detail": detail}
+    return out
+
+
+def nano_vllm_pattern() -> dict[str, Any]:
+    """nano-vllm: set_default_device("cuda") to load, back to "cpu", then @torch.compile (not
+    fullgraph) functions calling .to(dtype). No warning, one frame, no recompilation."""
+    from compile_cases import _half
+
+    def norm(x: Any) -> Any:
+        orig = x.dtype
+        return (x.float() * 2).to(orig)
+
+    torch.set_default_device("cuda")
+    torch.set_default_device("cpu")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got, frames = _compiled_twice(norm, _half)
+        return {"ok": True, "frames": frames, "warnings": [str(w.message)[:300] for w in caught],
+                "dtype": str(got.dtype)}
+    except Exception as exc:
+        return {"ok": False, "detail": _err(exc)}
+    finally:
+        torch.set_default_device(None)
+
+
+def inductor(expected: Any) -> dict[str, Any]:
+    """One real Inductor compile of nano-vllm's RMSNorm under set_default_device("cuda")."""
+    from compile_cases import _norm_inputs, rms_norm
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    torch.set_default_device("cuda")
+    try:
+        fn = torch.compile(lambda x, w: rms_norm(x, w, "cuda"), fullgraph=True)
+        got, code = run_and_get_code(fn, *_norm_inputs())
+        src = "\n".join(code)
+        return {"ok": True, "detail": _diff(got, expected, tol=1e-2) or "",
+                "triton": "triton" in src.lower(), "cpp": "extern \"C\"" in src or "cpp_fused" in src}
+    except Exception as exc:
+        return {"ok": False, "detail": _err(exc)}
+    finally:
+        torch.set_default_device(None)
+
+
+def _plain_torch_compiles() -> str:
+    """Factories and tensor methods compile with fullgraph=True ("" = yes): under the layer, and
+    with the layer off (plain torch's own functions again)."""
+    try:
+        got, frames = _compiled_twice(lambda x: torch.zeros(4, device="cpu").to(x.dtype) + x.to("cpu"),
+                                      lambda: (torch.ones(4),), fullgraph=True)
+        return "" if torch.equal(got, torch.ones(4)) and frames == 1 else f"{got}, {frames} frames"
+    except Exception as exc:
+        return _err(exc)
+
+
+def main() -> int:
+    from compile_cases import CASES, _norm_inputs, rms_norm
+
+    shim_was_on = aliases.installed() == "cpu" and torch.cuda.is_available()
+    # Dynamo builds its tables now, holding this install's wrappers; the layer is then taken off
+    # and put back (new wrappers), as a program calling deactivate()/activate() would
+    warm = _plain_torch_compiles()
+    rules_bound = trace_rules.get_tensor_method.__module__
+    aliases.uninstall()
+    rules_restored = trace_rules.get_tensor_method.__module__
+    expected = {c.name: c.cpu(*c.inputs()) for c in CASES}
+    norm_expected = rms_norm(*_norm_inputs(), "cpu")
+    aliases.install("cpu")
+    torch._dynamo.config.error_on_recompile = True
+    result = {
+        "shim_was_on": shim_was_on,
+        "warm": warm,
+        "cases": cases(expected),
+        "nano_vllm": nano_vllm_pattern(),
+        "inductor": inductor(norm_expected),
+    }
+    rules_rebound = trace_rules.get_tensor_method.__module__
+    aliases.uninstall()
+    result["plain_after_uninstall"] = _plain_torch_compiles()
+    result["rules"] = [rules_bound, rules_restored, rules_rebound]
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

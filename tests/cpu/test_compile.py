@@ -1,0 +1,65 @@
+"""torch.compile through the cpu alias layer: CUDA-written functions compiled with fullgraph=True
+(any graph break raises) and error_on_recompile=True, each equal to its CPU-written twin; nano-vllm's
+compile pattern (set_default_device, then @torch.compile on .to(dtype)) compiles one frame with no
+warning; one real Inductor compile generates C++. One fresh interpreter runs it all under
+`cudashim run --platform cpu` (the shim rebinds torch and Dynamo's tables, which must not leak here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+from compile_cases import CASES  # noqa: E402
+
+CONTEXTS = ("plain", "set_default_device")
+
+
+@pytest.fixture(scope="module")
+def run() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), CUDASHIM_CPU_DEVICES="2")
+    env.pop("CUDASHIM_DISABLE", None)
+    proc = subprocess.run([sys.executable, "-m", "cudashim", "run", "--platform", "cpu", str(HERE / "_compile_runner.py")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_shim_was_on_and_dynamo_tables_are_restored(run: dict) -> None:
+    assert run["shim_was_on"]
+    assert run["warm"] == "", run["warm"]
+    bound, restored, rebound = run["rules"]
+    assert bound == rebound == "cudashim.aliases._cpu_compile"
+    assert restored == "torch._dynamo.trace_rules", "uninstall must give Dynamo its own table back"
+    assert run["plain_after_uninstall"] == "", run["plain_after_uninstall"]
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+@pytest.mark.parametrize("name", [c.name for c in CASES])
+def test_fullgraph_equals_cpu_twin(run: dict, context: str, name: str) -> None:
+    result = run["cases"][f"{context}|{name}"]
+    assert result["ok"], result["detail"]
+
+
+def test_nano_vllm_pattern_compiles_once_without_warnings(run: dict) -> None:
+    r = run["nano_vllm"]
+    assert r["ok"], r.get("detail")
+    assert r["frames"] == 1, "the alias wrapper was compiled as a frame of its own (a graph break)"
+    assert not [w for w in r["warnings"] if "does not know how to trace" in w or "recompile" in w], r["warnings"]
+    assert r["dtype"] == "torch.bfloat16"
+
+
+def test_inductor_generates_cpu_code(run: dict) -> None:
+    r = run["inductor"]
+    assert r["ok"], r.get("detail")
+    assert r["detail"] == "", r["detail"]
+    assert r["cpp"] and not r["triton"], "Inductor must generate C++ for CPU tensors, never Triton"
