@@ -6,7 +6,7 @@
 import functools
 from typing import Any, Callable
 
-from .._common import check_positive
+from .._launch import check_copy_block_tables, launch_copy_block_tables
 from ._jit import compile_program, num_vector_cores
 
 __all__ = ["copy_block_tables_tl"]
@@ -47,11 +47,6 @@ def _program(max_num_blocks: int, max_seqlen_q: int, fill: int, cores: int) -> A
 @functools.lru_cache(maxsize=None)
 def copy_block_tables_tl(max_num_blocks: int, *, max_seqlen_q: int = 1, fill: int = -1) -> Callable[..., Any]:
     """See cudashim.kernels.torch.block_tables.copy_block_tables_tl: same arguments, same results."""
-    check_positive("copy_block_tables_tl", max_num_blocks=max_num_blocks, max_seqlen_q=max_seqlen_q)
-    kernel = compile_program(_program(max_num_blocks, max_seqlen_q, fill, num_vector_cores()))
+    check_copy_block_tables(max_num_blocks, max_seqlen_q)
+    return launch_copy_block_tables(compile_program(_program(max_num_blocks, max_seqlen_q, fill, num_vector_cores())))
 
-    def copy(src: Any, num_blocks: Any, out: Any) -> Any:
-        kernel(src, num_blocks, out)
-        return out
-
-    return copy

@@ -12,7 +12,8 @@ serves int16 containers (2 scales each, Ascend's fp8_sf_type) and int32 ones.
 import functools
 from typing import Any, Callable
 
-from .._common import AMAX_FLOOR, FP8_MAX, MANT_1_75, KernelArgumentError, check_dtype, check_group, check_positive
+from .._common import AMAX_FLOOR, FP8_MAX, MANT_1_75
+from .._launch import check_store_kv_cache, launch_store_kv_cache
 from ._jit import compile_program, num_vector_cores
 
 __all__ = ["store_kv_cache_tl"]
@@ -92,31 +93,7 @@ def store_kv_cache_tl(
     row_elems: int, block_size: int, *, dtype: str = "bfloat16", fp8: bool = False, group_size: int = 32
 ) -> Callable[..., None]:
     """See cudashim.kernels.torch.store_kv_cache.store_kv_cache_tl: same arguments, same results."""
-    name = "store_kv_cache_tl"
-    check_positive(name, row_elems=row_elems, block_size=block_size)
-    check_dtype(name, dtype)
-    if fp8:
-        check_group(name, row_elems, group_size)
-    import torch
-
+    check_store_kv_cache(row_elems, block_size, dtype, fp8, group_size)
     kernel = compile_program(_program(row_elems, block_size, dtype, fp8, group_size, num_vector_cores()))
-    want = getattr(torch, dtype)
-    n_sf = row_elems // group_size
+    return launch_store_kv_cache(kernel, row_elems, block_size, dtype, fp8, group_size)
 
-    def store(x: Any, cache: Any, slot_mapping: Any, cache_sf: Any = None) -> None:
-        if x.dtype != want:
-            raise KernelArgumentError(f"{name}: x is {x.dtype}, the kernel was built for {want}")
-        if cache.shape[1] != block_size:
-            raise KernelArgumentError(f"{name}: cache block size is {cache.shape[1]}, the kernel was built for {block_size}")
-        rows = x.reshape(-1, row_elems)
-        pages = cache.view(cache.shape[0], block_size, row_elems)
-        slots = slot_mapping if slot_mapping.dtype == torch.int64 else slot_mapping.to(torch.int64)
-        if not fp8:
-            kernel(rows, slots, pages)
-            return
-        if cache_sf is None:
-            raise KernelArgumentError(f"{name}: fp8=True needs cache_sf, the UE8M0 scale cache")
-        sf = cache_sf.view(torch.uint8).view(cache_sf.shape[0], block_size, n_sf)
-        kernel(rows, slots, pages, sf)
-
-    return store

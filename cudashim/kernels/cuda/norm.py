@@ -6,7 +6,7 @@
 import functools
 from typing import Any, Callable
 
-from .._common import KernelArgumentError, check_dtype, check_positive
+from .._launch import check_rms_norm, launch_rms_norm
 from ._jit import compile_program, threads_for
 
 __all__ = ["rms_norm_tl"]
@@ -65,28 +65,7 @@ def _program(hidden: int, eps: float, residual: bool, dtype: str) -> Any:
 @functools.lru_cache(maxsize=None)
 def rms_norm_tl(hidden: int, *, eps: float = 1e-6, residual: bool = False, dtype: str = "bfloat16") -> Callable[..., object]:
     """See cudashim.kernels.torch.norm.rms_norm_tl: same arguments, same results."""
-    name = "rms_norm_tl"
-    check_positive(name, hidden=hidden)
-    check_dtype(name, dtype)
-    import torch
-
+    check_rms_norm(hidden, dtype)
     kernel = compile_program(_program(hidden, float(eps), residual, dtype))
-    want = getattr(torch, dtype)
+    return launch_rms_norm(kernel, hidden, residual, dtype)
 
-    def norm(x: Any, weight: Any, res: Any = None):
-        if x.dtype != want:
-            raise KernelArgumentError(f"{name}: x is {x.dtype}, the kernel was built for {want}")
-        if residual and res is None:
-            raise KernelArgumentError(f"{name}: built with residual=True, so call it with a residual")
-        if not residual and res is not None:
-            raise KernelArgumentError(f"{name}: built with residual=False, but a residual was passed")
-        rows = x.reshape(-1, hidden)
-        y = torch.empty_like(rows)
-        if not residual:
-            kernel(rows, weight, y)
-            return y.view_as(x)
-        s = torch.empty_like(rows)
-        kernel(rows, weight, res.reshape(-1, hidden), y, s)
-        return y.view_as(x), s.view_as(x)
-
-    return norm

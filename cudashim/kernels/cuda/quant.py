@@ -6,17 +6,8 @@
 import functools
 from typing import Any, Callable
 
-from .._common import (
-    AMAX_FLOOR,
-    FP8_MAX,
-    MANT_1_75,
-    KernelArgumentError,
-    check_dtype,
-    check_group,
-    check_positive,
-    sf_dtype_name,
-    sf_pack,
-)
+from .._common import AMAX_FLOOR, FP8_MAX, MANT_1_75
+from .._launch import check_per_token_cast, launch_per_token_cast
 from ._jit import compile_program, threads_for
 
 __all__ = ["per_token_cast_tl"]
@@ -59,25 +50,7 @@ def per_token_cast_tl(
     hidden: int, *, group_size: int = 128, dtype: str = "bfloat16", sf_dtype: str | None = None
 ) -> Callable[[Any], tuple[Any, Any]]:
     """See cudashim.kernels.torch.quant.per_token_cast_tl: same arguments, same results."""
-    name = "per_token_cast_tl"
-    check_positive(name, hidden=hidden)
-    check_dtype(name, dtype)
-    check_group(name, hidden, group_size)
-    sf_name = sf_dtype_name(sf_dtype)
-    sf_pack(name, hidden // group_size, sf_name)
-    import torch
-
+    sf_name = check_per_token_cast(hidden, group_size, dtype, sf_dtype)
     kernel = compile_program(_program(hidden, group_size, dtype))
-    want = getattr(torch, dtype)
-    sf_t = getattr(torch, sf_name)
+    return launch_per_token_cast(kernel, hidden, group_size, dtype, sf_name)
 
-    def cast(x: Any) -> tuple[Any, Any]:
-        if x.dtype != want or x.shape[-1] != hidden:
-            raise KernelArgumentError(f"{name}: x is {x.dtype} {tuple(x.shape)}, the kernel was built for {want} (M, {hidden})")
-        rows = x.reshape(-1, hidden)
-        q = torch.empty(rows.shape, dtype=torch.float8_e4m3fn, device=x.device)
-        sf = torch.empty(rows.shape[0], hidden // group_size, dtype=torch.uint8, device=x.device)
-        kernel(rows, q, sf)
-        return q.view(x.shape), sf.view(*x.shape[:-1], -1).view(sf_t)
-
-    return cast

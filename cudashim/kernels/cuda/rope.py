@@ -6,7 +6,7 @@
 import functools
 from typing import Any, Callable
 
-from .._common import KernelArgumentError, check_dtype, check_positive
+from .._launch import check_rope, launch_rope
 from ._jit import compile_program, threads_for
 
 __all__ = ["rope_tl"]
@@ -60,29 +60,7 @@ def rope_tl(
     dtype: str = "bfloat16",
 ) -> Callable[..., tuple[Any, Any]]:
     """See cudashim.kernels.torch.rope.rope_tl: same arguments, same results."""
-    name = "rope_tl"
-    rot = head_dim if rotary_dim is None else rotary_dim
-    check_positive(name, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, rotary_dim=rot)
-    check_dtype(name, dtype)
-    if rot % 2 or rot > head_dim:
-        raise KernelArgumentError(f"{name}: rotary_dim={rot} must be even and <= head_dim={head_dim}")
-    import torch
-
+    rot = check_rope(num_q_heads, num_kv_heads, head_dim, rotary_dim, dtype)
     kernel = compile_program(_program(num_q_heads, num_kv_heads, head_dim, rot, is_neox, dtype))
-    want = getattr(torch, dtype)
+    return launch_rope(kernel, dtype)
 
-    def rope(positions: Any, q: Any, k: Any, cos_sin_cache: Any):
-        if q.dtype != want or k.dtype != want:
-            raise KernelArgumentError(f"{name}: q/k are {q.dtype}/{k.dtype}, the kernel was built for {want}")
-        pos = positions if positions.dtype == torch.int64 else positions.to(torch.int64)
-        # q/k are often strided views of a fused qkv projection: rotate a packed copy, write it back
-        qc = q if q.is_contiguous() else q.contiguous()
-        kc = k if k.is_contiguous() else k.contiguous()
-        kernel(pos, qc.view(qc.shape[0], -1), kc.view(kc.shape[0], -1), cos_sin_cache.float())
-        if qc is not q:
-            q.copy_(qc)
-        if kc is not k:
-            k.copy_(kc)
-        return q, k
-
-    return rope

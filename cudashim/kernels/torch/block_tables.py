@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from .._common import check_positive
+from .._launch import check_copy_block_tables
 
 __all__ = ["copy_block_tables_tl"]
 
@@ -22,7 +22,7 @@ def copy_block_tables_tl(max_num_blocks: int, *, max_seqlen_q: int = 1, fill: in
     use per request, out `(B * max_seqlen_q, max_num_blocks)` int32:
     out[b * max_seqlen_q + j, i] = src[b, i] if i < num_blocks[b] else fill.
     """
-    check_positive("copy_block_tables_tl", max_num_blocks=max_num_blocks, max_seqlen_q=max_seqlen_q)
+    check_copy_block_tables(max_num_blocks, max_seqlen_q)
 
     def copy(src: torch.Tensor, num_blocks: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         cols = torch.arange(max_num_blocks, device=src.device)

@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from .._common import KernelArgumentError, check_dtype, check_positive
+from .._launch import check_dtype_of, check_residual, check_rms_norm
 
 __all__ = ["rms_norm_tl"]
 
@@ -20,20 +20,14 @@ def rms_norm_tl(hidden: int, *, eps: float = 1e-6, residual: bool = False, dtype
     residual like x. With residual the sum is rounded to dtype first (it is what the next layer
     reads) and y = sum * rsqrt(mean(sum^2) + eps) * weight, all in float32, rounded once.
     """
-    name = "rms_norm_tl"
-    check_positive(name, hidden=hidden)
-    check_dtype(name, dtype)
+    check_rms_norm(hidden, dtype)
     want = getattr(torch, dtype)
 
     def norm(x: torch.Tensor, weight: torch.Tensor, res: torch.Tensor | None = None):
-        if x.dtype != want:
-            raise KernelArgumentError(f"{name}: x is {x.dtype}, the kernel was built for {want}")
+        check_dtype_of("rms_norm_tl", want, x=x)
+        check_residual(residual, res)
         if residual:
-            if res is None:
-                raise KernelArgumentError(f"{name}: built with residual=True, so call it with a residual")
             x = (x.float() + res.float()).to(want)
-        elif res is not None:
-            raise KernelArgumentError(f"{name}: built with residual=False, but a residual was passed")
         xf = x.float()
         rstd = torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)
         y = (xf * rstd * weight.float()).to(want)

@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from .._common import KernelArgumentError, check_dtype, check_group, check_positive, sf_dtype_name, sf_pack
+from .._launch import check_cast_input, check_per_token_cast
 from ._ue8m0 import quantize_groups
 
 __all__ = ["per_token_cast_tl"]
@@ -24,18 +24,12 @@ def per_token_cast_tl(
     `(M, hidden // group_size // pack)`; byte j of a row (little-endian) is group j's exponent + 127,
     and q * 2**(byte - 127) is the dequantised value.
     """
-    name = "per_token_cast_tl"
-    check_positive(name, hidden=hidden)
-    check_dtype(name, dtype)
-    check_group(name, hidden, group_size)
-    sf_name = sf_dtype_name(sf_dtype)
-    sf_pack(name, hidden // group_size, sf_name)
+    sf_name = check_per_token_cast(hidden, group_size, dtype, sf_dtype)
     want = getattr(torch, dtype)
     sf_t = getattr(torch, sf_name)
 
     def cast(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if x.dtype != want or x.shape[-1] != hidden:
-            raise KernelArgumentError(f"{name}: x is {x.dtype} {tuple(x.shape)}, the kernel was built for {want} (M, {hidden})")
+        check_cast_input(x, want, hidden)
         q, sf = quantize_groups(x, group_size)
         return q, sf.contiguous().view(sf_t)
 

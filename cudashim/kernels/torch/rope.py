@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from .._common import KernelArgumentError, check_dtype, check_positive
+from .._launch import check_dtype_of, check_rope
 
 __all__ = ["rope_tl"]
 
@@ -29,12 +29,7 @@ def rope_tl(
     q `(N, num_q_heads * head_dim)` or `(N, num_q_heads, head_dim)`, k likewise,
     cos_sin_cache `(max_position, rotary_dim)` float32: cos in the first half, sin in the second.
     """
-    name = "rope_tl"
-    rot = head_dim if rotary_dim is None else rotary_dim
-    check_positive(name, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, rotary_dim=rot)
-    check_dtype(name, dtype)
-    if rot % 2 or rot > head_dim:
-        raise KernelArgumentError(f"{name}: rotary_dim={rot} must be even and <= head_dim={head_dim}")
+    rot = check_rope(num_q_heads, num_kv_heads, head_dim, rotary_dim, dtype)
     half = rot // 2
     want = getattr(torch, dtype)
 
@@ -51,8 +46,7 @@ def rope_tl(
         v[..., :rot] = out.to(want)
 
     def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor):
-        if q.dtype != want or k.dtype != want:
-            raise KernelArgumentError(f"{name}: q/k are {q.dtype}/{k.dtype}, the kernel was built for {want}")
+        check_dtype_of("rope_tl", want, q=q, k=k)
         cs = cos_sin_cache.index_select(0, positions.long()).float()
         cos, sin = cs[:, None, :half], cs[:, None, half:]
         _rotate(q, num_q_heads, cos, sin)

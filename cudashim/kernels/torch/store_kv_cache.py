@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from .._common import KernelArgumentError, check_dtype, check_group, check_positive
+from .._launch import check_scale_cache, check_store_inputs, check_store_kv_cache
 from ._ue8m0 import quantize_groups
 
 __all__ = ["store_kv_cache_tl"]
@@ -26,18 +26,11 @@ def store_kv_cache_tl(
     block_size, ...)` of any integer container holding row_elems // group_size UE8M0 bytes per
     slot, packed little-endian (4 per int32 on CUDA, 2 per int16 on Ascend).
     """
-    name = "store_kv_cache_tl"
-    check_positive(name, row_elems=row_elems, block_size=block_size)
-    check_dtype(name, dtype)
-    if fp8:
-        check_group(name, row_elems, group_size)
+    check_store_kv_cache(row_elems, block_size, dtype, fp8, group_size)
     want = getattr(torch, dtype)
 
     def store(x: torch.Tensor, cache: torch.Tensor, slot_mapping: torch.Tensor, cache_sf: torch.Tensor | None = None) -> None:
-        if x.dtype != want:
-            raise KernelArgumentError(f"{name}: x is {x.dtype}, the kernel was built for {want}")
-        if cache.shape[1] != block_size:
-            raise KernelArgumentError(f"{name}: cache block size is {cache.shape[1]}, the kernel was built for {block_size}")
+        check_store_inputs(x, cache, want, block_size)
         rows = x.reshape(-1, row_elems)
         flat = cache.view(-1, row_elems)  # a view: fails loudly on a non-contiguous cache
         keep = slot_mapping >= 0
@@ -46,8 +39,7 @@ def store_kv_cache_tl(
         if not fp8:
             flat.index_copy_(0, slots, rows[keep])
             return
-        if cache_sf is None:
-            raise KernelArgumentError(f"{name}: fp8=True needs cache_sf, the UE8M0 scale cache")
+        check_scale_cache(cache_sf)
         q, sf = quantize_groups(rows[keep], group_size)
         flat.view(torch.uint8).index_copy_(0, slots, q.view(torch.uint8))
         sf_flat = cache_sf.view(torch.uint8).view(-1, row_elems // group_size)
