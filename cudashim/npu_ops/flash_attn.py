@@ -33,6 +33,22 @@ def _arange_cu(batch: int, step: int, device: torch.device) -> torch.Tensor:
     return torch.arange(0, (batch + 1) * step, step, dtype=torch.int32, device=device)
 
 
+def _masking(q: torch.Tensor, softmax_scale, causal, window: tuple[int, int], softcap, alibi_slopes) -> dict:
+    """The Attn fields every entry point fills alike from flash-attn's scale/mask keywords."""
+    return dict(
+        scale=_scale(q, softmax_scale),
+        causal=bool(causal),
+        window=window,
+        softcap=float(softcap or 0.0),
+        alibi_slopes=alibi_slopes,
+    )
+
+
+def _dense(out: torch.Tensor, lse: Optional[torch.Tensor], batch: int, sq: int, hq: int):
+    """Packed (B*Sq, H, Dv) / lse (H, B*Sq) -> flash-attn's dense (B, Sq, H, Dv) / (B, H, Sq)."""
+    return out.view(batch, sq, hq, -1), None if lse is None else lse.view(hq, batch, sq).transpose(0, 1)
+
+
 def flash_attn_func(
     q,
     k,
@@ -62,11 +78,7 @@ def flash_attn_func(
         cu_k=_arange_cu(batch, sk, q.device),
         max_q=sq,
         max_k=sk,
-        scale=_scale(q, softmax_scale),
-        causal=bool(causal),
-        window=normalize_window(window_size, bool(causal)),
-        softcap=float(softcap or 0.0),
-        alibi_slopes=alibi_slopes,
+        **_masking(q, softmax_scale, causal, normalize_window(window_size, bool(causal)), softcap, alibi_slopes),
         dropout_p=float(dropout_p),
         want_lse=bool(return_attn_probs),
         want_probs=bool(return_attn_probs),
@@ -74,10 +86,8 @@ def flash_attn_func(
         q_len=sq,
     )
     out, lse, probs = attend(a)
-    out = out.view(batch, sq, hq, -1)
-    if not return_attn_probs:
-        return out
-    return out, lse.view(hq, batch, sq).transpose(0, 1), probs
+    out, lse = _dense(out, lse, batch, sq, hq)
+    return (out, lse, probs) if return_attn_probs else out
 
 
 def flash_attn_varlen_func(
@@ -116,11 +126,7 @@ def flash_attn_varlen_func(
         # lengths as a tensor take Attn.key_lengths() (its diff), computed only where needed
         cu_k=cu_seqlens_k,
         block_table=block_table,
-        scale=_scale(q, softmax_scale),
-        causal=bool(causal),
-        window=normalize_window(window_size, bool(causal)),
-        softcap=float(softcap or 0.0),
-        alibi_slopes=alibi_slopes,
+        **_masking(q, softmax_scale, causal, normalize_window(window_size, bool(causal)), softcap, alibi_slopes),
         dropout_p=float(dropout_p),
         want_lse=bool(return_attn_probs),
         want_probs=bool(return_attn_probs),
@@ -226,9 +232,8 @@ def flash_attn_with_kvcache(
         fast = _attn_cuda.fast_decode(q.view(batch, hq, d), k_cache, v_cache, block_table, seqused,
                                       _scale(q, softmax_scale), bool(return_softmax_lse))
         if fast is not None:
-            out, lse = fast
-            out = out.view(batch, 1, hq, -1)
-            return (out, lse.view(hq, batch, 1).transpose(0, 1)) if return_softmax_lse else out
+            out, lse = _dense(*fast, batch, 1, hq)
+            return (out, lse) if return_softmax_lse else out
     if paged:
         kk, vv, cu_k = k_cache, v_cache, None
     else:
@@ -253,18 +258,12 @@ def flash_attn_with_kvcache(
         cu_k=cu_k,
         seqused_k=seqused,
         block_table=block_table,
-        scale=_scale(q, softmax_scale),
-        causal=bool(causal),
-        window=window,
-        softcap=float(softcap or 0.0),
-        alibi_slopes=alibi_slopes,
+        **_masking(q, softmax_scale, causal, window, softcap, alibi_slopes),
         want_lse=bool(return_softmax_lse),
         num_splits=int(num_splits or 0),
         kind="kvcache",
         q_len=sq,
     )
     out, lse, _ = attend(a)
-    out = out.view(batch, sq, hq, -1)
-    if return_softmax_lse:
-        return out, lse.view(hq, batch, sq).transpose(0, 1)
-    return out
+    out, lse = _dense(out, lse, batch, sq, hq)
+    return (out, lse) if return_softmax_lse else out
