@@ -9,12 +9,16 @@ cpu (default, this machine):
   (the one the flash_attn patch binds), the same weights and prompts; the generated tokens must
   be identical. Goal: throughput ratio shim/bare >= 0.97.
 
-nvidia (an H200 box; the lead runs it):
-    python benchmarks/bench_serve.py --platform nvidia
+nvidia (an H200 box; the lead runs it, from the repo root, cudashim need not be installed):
+    python3 benchmarks/bench_serve.py --platform nvidia
   The same CUDA-written loop in fresh processes, alternately `python -m cudashim run --platform
-  nvidia` (shim on: nothing aliased) and plain `python` (shim off). Goal: ratio >= 0.99.
+  nvidia` (shim on: nothing aliased) and plain `python` (shim off), 2 rounds (4 processes) by
+  default; each worker times --repeat generate calls after a warm-up and keeps the best. Progress
+  lines (flushed) say what each worker is doing and how long it took; no new round starts once
+  --budget-s seconds have gone (default 80), so the whole run stays near 90 s. Goal: ratio >= 0.99.
   Where flash_attn is not installed, the shim-off run binds the same portable function the shim's
-  stand-in serves, so both sides run the same attention code.
+  stand-in serves, so both sides run the same attention code. Workers find this checkout through
+  PYTHONPATH (set here), whether or not cudashim is pip-installed.
 """
 
 from __future__ import annotations
@@ -117,34 +121,80 @@ def bench_cpu(args: argparse.Namespace) -> dict:
     return {"platform": "cpu", "bare_tps": bare, "shim_tps": shim, "control_tps": control, "identical_tokens": same}
 
 
+def _say(msg: str) -> None:
+    print(f"[bench_serve {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
 def _worker(args: argparse.Namespace) -> None:
+    t0 = time.perf_counter()
     import torch
 
+    label = f"worker shim-{args.label}"
+    _say(f"{label}: torch {torch.__version__} imported in {time.perf_counter() - t0:.1f} s; "
+         f"device {torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}")
+    t = time.perf_counter()
     serve = _load_serve()
     cfg = serve.Config(max_len=args.prompt_len + args.new_tokens, hidden=args.hidden, layers=args.layers)
     dtype = getattr(torch, args.dtype)
     model = serve.build_model(cfg, "cuda", dtype, compile_layer=False)
     prompts = torch.randint(0, cfg.vocab_size, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(0))
-    _tps(serve, model, prompts, args.new_tokens, "cuda", True)  # warm-up
+    _say(f"{label}: model built in {time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
+    _tps(serve, model, prompts, args.new_tokens, "cuda", True)  # warm-up: kernels load, allocator fills
+    _say(f"{label}: warm-up generate {time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
     best = max(_tps(serve, model, prompts, args.new_tokens, "cuda", True)[0] for _ in range(args.repeat))
+    _say(f"{label}: {args.repeat} timed generates in {time.perf_counter() - t:.1f} s, best {best:.0f} tokens/s")
     print("TPS " + json.dumps({"tps": best, "aliased": "cudashim.aliases.cpu" in sys.modules}), flush=True)
+
+
+def _run_worker(label: str, cmd: list[str], env: dict[str, str], timeout: float) -> dict:
+    # the worker's progress goes straight to our stderr (live); its stdout carries the result line
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=None, text=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise SystemExit(f"bench_serve: shim-{label} worker still running after {timeout:.0f} s (killed); "
+                         "its progress lines above say where it was")
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_serve: shim-{label} worker exited {proc.returncode} (its stderr is above)")
+    line = next((ln for ln in out.splitlines() if ln.startswith("TPS ")), None)
+    if line is None:
+        raise SystemExit(f"bench_serve: shim-{label} worker printed no result:\n{out[-2000:]}")
+    return json.loads(line[4:])
 
 
 def bench_nvidia(args: argparse.Namespace) -> dict:
     base = [str(ROOT / "benchmarks" / "bench_serve.py"), "--worker", "--batch", str(args.batch), "--prompt-len",
             str(args.prompt_len), "--new-tokens", str(args.new_tokens), "--hidden", str(args.hidden), "--layers",
             str(args.layers), "--dtype", args.dtype, "--repeat", str(args.repeat)]
-    env_off = dict(os.environ, CUDASHIM_DISABLE="1")
+    # every worker imports this checkout's cudashim (the shim-on one through the launcher's
+    # bootstrap, the shim-off one for the portable flash_attn), installed or not
+    path = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env_off = dict(os.environ, CUDASHIM_DISABLE="1", PYTHONPATH=path)
     env_on = {k: v for k, v in os.environ.items() if k != "CUDASHIM_DISABLE"}
+    env_on["PYTHONPATH"] = path
     on, off = [], []
-    for _ in range(args.rounds):
-        for label, cmd, env in (("off", [sys.executable, *base], env_off),
-                                ("on", [sys.executable, "-m", "cudashim", "run", "--platform", "nvidia", *base], env_on)):
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-            if proc.returncode != 0:
-                raise SystemExit(f"bench_serve: shim-{label} worker failed:\n{proc.stderr[-3000:]}")
-            row = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("TPS "))[4:])
-            assert not row["aliased"], "on nvidia nothing may be aliased"
+    start = time.perf_counter()
+    for r in range(args.rounds):
+        if r and time.perf_counter() - start > args.budget_s:
+            _say(f"budget of {args.budget_s:.0f} s spent: stopping after {r} round(s)")
+            break
+        sides = [("off", [sys.executable, *base, "--label", "off"], env_off),
+                 ("on", [sys.executable, "-m", "cudashim", "run", "--platform", "nvidia", *base, "--label", "on"],
+                  env_on)]
+        if r % 2:  # alternate the order, so neither side always runs second
+            sides.reverse()
+        for label, cmd, env in sides:
+            _say(f"round {r + 1}/{args.rounds}: starting the shim-{label} worker")
+            t = time.perf_counter()
+            row = _run_worker(label, cmd, env, args.worker_timeout)
+            if row["aliased"]:
+                raise SystemExit("bench_serve: on nvidia nothing may be aliased, but the cpu alias layer was loaded")
+            _say(f"round {r + 1}/{args.rounds}: shim-{label} {row['tps']:.0f} tokens/s "
+                 f"(worker {time.perf_counter() - t:.1f} s, run {time.perf_counter() - start:.0f} s so far)")
             (on if label == "on" else off).append(row["tps"])
     return {"platform": "nvidia", "bare_tps": off, "shim_tps": on, "identical_tokens": None}
 
@@ -153,8 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--platform", choices=["cpu", "nvidia"], default="cpu")
     ap.add_argument("--rounds", type=int, default=None,
-                    help="paired rounds (default: 21 on cpu, in-process; 3 on nvidia, two fresh processes each)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed generate calls per nvidia worker (best kept)")
+                    help="paired rounds (default: 21 on cpu, in-process; 2 on nvidia, two fresh processes each)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed generate calls per nvidia worker (best kept)")
+    ap.add_argument("--budget-s", type=float, default=80.0,
+                    help="nvidia: start no new round after this many seconds (the run stays near 90 s)")
+    ap.add_argument("--worker-timeout", type=float, default=150.0, help="nvidia: seconds one worker may take")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=32)
@@ -171,9 +224,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="cpu bench: skip the A/A control (a second bare model timed the same way), whose ratio "
                          "to the bare side shows the noise floor of this machine in this run")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--label", default="?", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.dtype = args.dtype or ("float32" if args.platform == "cpu" else "bfloat16")
-    args.rounds = args.rounds or (21 if args.platform == "cpu" else 3)
+    args.rounds = args.rounds or (21 if args.platform == "cpu" else 2)
     if args.worker:
         _worker(args)
         return 0
@@ -181,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.platform == "nvidia":
+        _say(f"nvidia: {args.rounds} round(s) of two fresh processes (shim off / shim on), "
+             f"{args.repeat} timed generates each, batch {args.batch}, {args.new_tokens} new tokens")
     res = bench_cpu(args) if args.platform == "cpu" else bench_nvidia(args)
     goal = 0.97 if args.platform == "cpu" else 0.99
     # each round's pair ran back to back: the median of the per-round ratios is the least noisy figure
@@ -191,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     unit = "tokens per CPU-second" if args.cpu_time else "tokens/s"
     label = "written with 'cuda' under the shim" if args.platform == "cpu" else "shim on (nothing aliased)"
     base = "written with 'cpu', no shim" if args.platform == "cpu" else "shim off"
-    print(f"serve loop, {label}: {statistics.median(res['shim_tps']):.1f} {unit} (median of {args.rounds}); "
+    print(f"serve loop, {label}: {statistics.median(res['shim_tps']):.1f} {unit} (median of {len(res['shim_tps'])}); "
           f"{base}: {statistics.median(res['bare_tps']):.1f} {unit}")
     print(f"throughput ratio shim/bare: median of per-round ratios {ratio_med:.3f}, best-of {ratio_best:.3f} "
           f"(goal >= {goal}: {'met' if ratio_med >= goal else 'NOT met'})"
