@@ -6,25 +6,16 @@ Run on the H200 box with:  python3 -m pytest -q tests/device/test_platform_gpu.p
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+import gpu_only  # noqa: E402
 
-def _has_nvidia_gpu() -> bool:
-    if os.path.isdir("/proc/driver/nvidia/gpus"):
-        return True
-    smi = shutil.which("nvidia-smi")
-    try:
-        return bool(smi) and subprocess.run([smi, "-L"], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _has_nvidia_gpu(), reason="needs an NVIDIA GPU")]
+pytestmark = gpu_only.MARKS
 
 
 @pytest.fixture()

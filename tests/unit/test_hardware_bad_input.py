@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 import time
@@ -11,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from cudashim import _state
 from cudashim.errors import VisibilityError
 from cudashim.hardware import (
     HardwareError,
@@ -26,17 +24,8 @@ from cudashim.hardware import (
 )
 from cudashim.hardware import device, nvidia
 
-_spec = importlib.util.spec_from_file_location("hwtrees", Path(__file__).parents[1] / "fixtures" / "hwtrees.py")
-hwtrees = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(hwtrees)
-
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch):
-    monkeypatch.delenv("CUDASHIM_SYSROOT", raising=False)
-    _state.reset()
-    yield
-    _state.reset()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from hwtest import fresh_hardware_state, hwtrees  # noqa: E402,F401  (autouse fixture: a clean state per test)
 
 
 def copy_tree(name: str, dest: Path) -> Path:

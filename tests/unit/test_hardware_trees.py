@@ -4,8 +4,8 @@ machines' facts, written by hand from the tree descriptions in tests/fixtures/hw
 from __future__ import annotations
 
 import filecmp
-import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,19 +26,10 @@ from cudashim.hardware import (
 )
 from cudashim.hardware import nvidia
 
-_spec = importlib.util.spec_from_file_location("hwtrees", Path(__file__).parents[1] / "fixtures" / "hwtrees.py")
-hwtrees = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(hwtrees)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from hwtest import fresh_hardware_state, hwtrees  # noqa: E402,F401  (autouse fixture: a clean state per test)
 
 TREES = hwtrees.TREES_DIR
-
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch):
-    monkeypatch.delenv("CUDASHIM_SYSROOT", raising=False)
-    _state.reset()
-    yield
-    _state.reset()
 
 
 def tree(name: str) -> str:
