@@ -62,7 +62,7 @@ def main() -> int:
 
     kind = hw.accelerator_kind()
     gpus = hw.discover_gpus()
-    _emit("probe", pid=os.getpid(), kind=kind, gpus=[g.__dict__ for g in gpus],
+    _emit("probe", pid=os.getpid(), kind=kind, gpus=[{f: getattr(g, f) for f in g.__slots__} for g in gpus],
           torch_imported="torch" in sys.modules)
 
     pids = _compute_app_pids()
