@@ -75,14 +75,16 @@ N, E, U = "native", "emulated", "unsupported"
 _EAGER = "run with enforce_eager=True (or your engine's eager switch) so no graph is captured"
 _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("module:symbol" = "repl.module:symbol")'
 
-# nvidia cells stay L0 until the H200 run lands (the lead updates them); ascend cells are L0 unless a contract
+# nvidia cells are L3 where the shim's own code ran on an H200 (tests/device, benchmarks/*_gpu.py and nano-vllm
+# with CUDA graphs under `cudashim run`, 2026-11-30), else L0 (pass-through, untouched by the shim); ascend cells are L0 unless a contract
 # test composes them with real torch_npu code (L1: tests/ascend/test_transfer_to_npu_contract.py runs the
 # alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2). cpu cells are L3 where a
 # CI test runs them (tests/cpu/test_cpu_limits.py runs the refusals under `cudashim run`, tests/kernels and
 # tests/npu_ops the torch paths, tests/cpu/test_cpu_torchrun.py NCCL-as-Gloo with two ranks).
 TABLE: tuple[Capability, ...] = (
     _cap("cuda_graphs", "CUDA graphs", "torch.cuda.CUDAGraph",
-         Entry(N, RAISE_CONSTRUCTION, "L0", "torch.cuda.CUDAGraph / torch.cuda.graph"),
+         Entry(N, RAISE_CONSTRUCTION, "L3", "torch.cuda.CUDAGraph / torch.cuda.graph (nano-vllm captured "
+               "its decode graphs under the shim on an H200)"),
          Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
          Entry(U, RAISE_CONSTRUCTION, "L3", "the CPU has no graph capture", _EAGER)),
     _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
@@ -122,8 +124,9 @@ TABLE: tuple[Capability, ...] = (
                "nothing to do; gate it on PLATFORM.is_gpu to silence this"),
          Entry(E, None, "L0", "BF16 output then cast through the torch reference")),
     _cap("per_token_cast_granularity", "per-token cast group size", "per_token_cast",
-         Entry(N, RAISE_CALL, "L0", "any multiple of 32"),
-         Entry(E, WARN, "L0", "native g32 only; other multiples of 32 use the PyTorch reference (slower)",
+         Entry(N, RAISE_CALL, "L3", "any multiple of 32 (the cuda kernel, g32/64/128, equals the torch backend on an H200)"),
+         Entry(E, WARN, "L2", "native g32 only (lowers to AscendC in CI); other multiples of 32 use the PyTorch "
+               "reference (slower)",
                "use group size 32 for the native kernel"),
          Entry(E, None, "L3", "PyTorch reference, any multiple of 32 (tests/kernels runs g32/64/128 in CI)")),
     _cap("force_topk_bound", "sampler force_topk bound", "force_topk",
@@ -137,7 +140,7 @@ TABLE: tuple[Capability, ...] = (
                "use the packed UE8M0 KV cache format (PLATFORM.fp8_sf_type, int16 on ascend)"),
          Entry(E, None, "L0", "torch reference path (float8 storage, FP32 scales)")),
     _cap("host_register_pinning", "pinning existing host memory", "Platform.pin_host_memory",
-         Entry(N, WARN, "L0", "cudaHostRegister / cudaHostUnregister via torch.cuda.cudart()",
+         Entry(N, WARN, "L3", "cudaHostRegister / cudaHostUnregister via torch.cuda.cudart()",
                "nothing to do; copies use the pageable path when registration fails"),
          Entry(N, WARN, "L0", "aclrtHostRegisterV2 via ctypes (tested against a fake libascendcl); a driver "
                "without it stops construction", "upgrade CANN if construction fails; otherwise copies use the "
@@ -150,17 +153,19 @@ TABLE: tuple[Capability, ...] = (
          Entry(E, None, "L0", "tensors shared through torch.multiprocessing shared memory; no alignment"),
          limit_kind="align"),
     _cap("collective_backend", "device collectives backend", "torch.distributed (nccl)",
-         Entry(N, RAISE_CONSTRUCTION, "L0", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
+         Entry(N, RAISE_CONSTRUCTION, "L3", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
          Entry(E, RAISE_CONSTRUCTION, "L1", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults"),
          Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP)")),
     _cap("flash_attention", "flash attention", "flash_attn",
-         Entry(N, RAISE_CALL, "L0", "flash_attn when installed; a portable stand-in when it is not"),
+         Entry(N, RAISE_CALL, "L3", "flash_attn when installed; a portable stand-in when it is not (cudashim.npu_ops "
+               "on PyTorch's flash kernel and Triton paged kernels, checked on an H200)"),
          Entry(E, RAISE_CALL, "L0", "cudashim.npu_ops.flash_attn on torch_npu fused attention"),
          Entry(E, RAISE_CALL, "L3", "cudashim.npu_ops.flash_attn's torch path stands in for flash_attn "
                "(tests/npu_ops checks it against a float64 oracle in CI)")),
     _cap("tilelang_kernels", "TileLang kernels", "tilelang kernel library",
-         Entry(N, RAISE_CALL, "L0", "cudashim.kernels.cuda (TileLang target cuda)"),
-         Entry(E, RAISE_CALL, "L0", "cudashim.kernels.asc (TileLang target ascend)"),
+         Entry(N, RAISE_CALL, "L3", "cudashim.kernels.cuda (TileLang target cuda; equal to the torch backend on an H200)"),
+         Entry(E, RAISE_CALL, "L2", "cudashim.kernels.asc (TileLang target ascend; every kernel lowers to AscendC in "
+               "CI, none compiled with bisheng or run)"),
          Entry(E, RAISE_CALL, "L3", "cudashim.kernels.torch reference implementations (run in CI by tests/kernels)")),
     _cap("cuda_cpp_extensions", "CUDA C++ extensions", "torch.utils.cpp_extension.CUDAExtension",
          Entry(N, RAISE_CALL, "L0", "built with nvcc"),
