@@ -35,4 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cudashim: unknown command {name!r}; use one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     module, func, _ = COMMANDS[name]
-    return int(getattr(importlib.import_module(module), func)(rest) or 0)
+    try:
+        return int(getattr(importlib.import_module(module), func)(rest) or 0)
+    except BrokenPipeError:  # `cudashim doctor | head`: the reader left, which is not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
