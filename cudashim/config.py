@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 
-from ._record import Record
+from . import envs
+from .envs import _Record as Record
 from .errors import ConfigError
 
 # Every shimmed interpreter runs load_config() before user code, and almost always finds no file:
@@ -25,7 +26,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
     from typing import Any, Mapping
 
-__all__ = ["Config", "PatchEntry", "PLATFORMS", "find_config_file", "load_config", "parse_config"]
+__all__ = [
+    "Config",
+    "PatchEntry",
+    "PLATFORMS",
+    "find_config_file",
+    "load_config",
+    "parse_config",
+    "resolve_platform_name",
+]
 
 PLATFORMS = ("ascend", "nvidia", "cpu")
 _KEYS = ("platform", "patches", "disable")
@@ -229,8 +238,6 @@ def parse_config(data: Mapping[str, Any], path: Path) -> Config:
 
 
 def _with_env_disable(config: Config, environ: Mapping[str, str] | None) -> Config:
-    from . import envs
-
     extra = envs.get("CUDASHIM_DISABLE_PATCHES", environ)
     if not extra:
         return config
@@ -267,3 +274,33 @@ def load_config(start: str | os.PathLike[str] | None = None, path: str | os.Path
     else:  # cudashim.toml: keys at top level, or under [tool.cudashim] for symmetry
         table = doc.get("tool", {}).get("cudashim", doc) if "tool" in doc else doc
     return _with_env_disable(parse_config(table, found), environ)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Which platform this process runs on. Here rather than in platform.py because the bootstrap asks it
+# in every shimmed interpreter before user code, and platform.py's Platform classes need enum (with it
+# functools, collections, re...), which the answer does not; and here rather than in a module of its
+# own because the bootstrap imports this module anyway, while one module more costs ~0.1 ms of every
+# shimmed start-up. cudashim.platform (and cudashim._platform_name) re-export it. No torch.
+
+_FOUND = {"ascend": "an Ascend NPU was found", "nvidia": "an NVIDIA GPU was found",
+          "cpu": "no Ascend NPU or NVIDIA GPU was found"}
+
+
+def resolve_platform_name(config: Any = None, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(name, why): CUDASHIM_PLATFORM, else the config's `platform`, else hardware detection. No torch."""
+    override = envs.get("CUDASHIM_PLATFORM", environ)
+    if override:
+        return str(override), f"CUDASHIM_PLATFORM={envs.raw('CUDASHIM_PLATFORM', environ)} overrides detection"
+    if config is None:
+        config = load_config(environ=environ)
+    if getattr(config, "platform", None):
+        return config.platform, f"platform = {config.platform!r} in {config.path}"
+    from .hardware import accelerator_kind
+
+    # an explicit environ is the whole environment: its CUDASHIM_SYSROOT (or '/'), not the process's
+    root = (envs.get("CUDASHIM_SYSROOT", environ) or "/") if environ is not None else None
+    kind = accelerator_kind(root)
+    where = root or envs.get("CUDASHIM_SYSROOT") or "/"
+    what = _FOUND.get(kind, f"detection said {kind!r}")
+    return kind, f"{what} (hardware detection under {where}; checked in order ascend, nvidia, cpu)"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 
-from ._record import Record as _Record
 from .errors import EnvError
 
 # typing and dataclasses stay out of the bootstrap's import path: every shimmed interpreter imports
@@ -34,6 +33,74 @@ __all__ = [
     "apply_platform_env",
     "undo",
 ]
+
+
+# A small immutable record: what `@dataclass(frozen=True)` gives, without importing dataclasses
+# (which alone pulls in inspect, ast, dis and tokenize). It lives here rather than in a module of its
+# own because this is the first module on the bootstrap path that needs it (Var, EnvRule) and one
+# module fewer to import is ~0.1 ms of every shimmed start-up; cudashim._record re-exports it as Record.
+# A subclass names its fields in `__slots__` and optional defaults in `_defaults`; it gets
+# positional/keyword construction with dataclass-style TypeErrors, equality and hashing by value
+# (same class only), a dataclass-style repr, `_replace()`, and pickling/copying.
+class _Record:
+    __slots__: tuple[str, ...] = ()
+    _defaults: dict[str, object] = {}
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        names = self.__slots__
+        if not kwargs and len(args) == len(names):  # the common case, kept cheap (tables at import)
+            for name, value in zip(names, args):
+                object.__setattr__(self, name, value)
+            return
+        cls = type(self).__name__
+        if len(args) > len(names):
+            raise TypeError(f"{cls}() takes {len(names)} arguments but {len(args)} were given")
+        values = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise TypeError(f"{cls}() got an unexpected keyword argument {key!r}")
+            if key in values:
+                raise TypeError(f"{cls}() got multiple values for argument {key!r}")
+            values[key] = value
+        defaults = self._defaults
+        for name in names:
+            if name in values:
+                value = values[name]
+            elif name in defaults:
+                value = defaults[name]
+            else:
+                raise TypeError(f"{cls}() missing required argument: {name!r}")
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; use _replace()")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _astuple(self) -> tuple[object, ...]:
+        return tuple(getattr(self, n) for n in self.__slots__)
+
+    def _replace(self, **changes: object) -> _Record:
+        """A copy with `changes` applied (dataclasses.replace)."""
+        values = dict(zip(self.__slots__, self._astuple()))
+        values.update(changes)
+        return type(self)(**values)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return other._astuple() == self._astuple()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # slots plus a refusing __setattr__ would break pickle's default state restore (and copy)
+        return (type(self), self._astuple())
 
 
 def _bool(name: str, value: str) -> bool:

@@ -36,6 +36,10 @@ __all__ = ["TRAMPOLINE_MARK", "bootstrap", "activate", "deactivate", "status"]
 # first line of both trampolines: how the sitecustomize chain recognises (and skips) our own copies
 TRAMPOLINE_MARK = "cudashim-trampoline"
 _PLATFORMS = ("ascend", "nvidia", "cpu")
+# Off ascend, visibility.reconcile() only validates these and narrows a rank's devices with them:
+# when neither is set it changes nothing and raises nothing, so the module is not even imported
+# (one import fewer in every shimmed start-up on cpu and nvidia). Keep in step with visibility.py.
+_RANK_VARS = ("CUDASHIM_DEVICES_PER_RANK", "LOCAL_RANK")
 
 
 class _Active:
@@ -127,7 +131,7 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
     undo: list[Callable[[], None]] = []
     notes: list[str] = []
     try:
-        from ..config import load_config
+        from ..config import load_config, resolve_platform_name
 
         config = load_config(start=script_dir or None, path=config_path or None)
         if config.path is not None and not os.environ.get("CUDASHIM_CONFIG"):
@@ -139,12 +143,11 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
             # through the environment, so get_platform() and child processes agree with us
             undo.append(_undo_env([("CUDASHIM_PLATFORM", os.environ.get("CUDASHIM_PLATFORM"))]))
             os.environ["CUDASHIM_PLATFORM"] = platform
-        from .._platform_name import resolve_platform_name
-
         name, reason = resolve_platform_name(config)
-        from .. import visibility
+        if name == "ascend" or any(v in os.environ for v in _RANK_VARS):
+            from .. import visibility
 
-        undo.append(_undo_env(visibility.reconcile(name, notes=notes)))
+            undo.append(_undo_env(visibility.reconcile(name, notes=notes)))
         undo.append(_undo_env(envs.apply_platform_env(name, notes=notes)))
         from .. import patches
 

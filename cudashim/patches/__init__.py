@@ -14,15 +14,15 @@ import sys
 
 from .. import _state, envs
 from ..config import Config, PatchEntry
-from ..errors import ConfigError
+from ..errors import ConfigError, CudashimError
 from . import _hook
-from ._patch import MISSING, Patch, PatchError
 from .packs import ALWAYS, PACKS, PLATFORM_MODE
 
 # install() runs in the bootstrap of every shimmed interpreter: no importlib, threading or typing
 # here, and _apply/_standin (applying patches, stand-in modules) load when a target module does
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
+    from types import ModuleType
     from typing import Any
 
     from ._standin import StandInAttributeError
@@ -40,6 +40,55 @@ __all__ = [
 ]
 
 when_imported = _hook.when_imported
+
+
+# The runtime record of one active patch, and the two names every part of patching shares. Here, not
+# in a module of their own, because install() creates the records in the bootstrap of every shimmed
+# interpreter and one module more costs ~0.1 ms of each start-up; _apply (which does the patching, and
+# loads only once a target module does) and cudashim.patches._patch import them from here.
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: Any = _Missing()
+
+
+class PatchError(CudashimError, ImportError):
+    """A replacement could not be loaded, or a stand-in was asked for an original it does not have."""
+
+
+class Patch:
+    """Runtime record of one active patch (one target); compared by identity."""
+
+    __slots__ = ("entry", "mode", "platform", "original", "replacement", "state", "module", "rebound")
+
+    def __init__(self, entry: PatchEntry, mode: str, platform: str, original: Any = MISSING,
+                 replacement: Any = MISSING, state: str = "pending", module: ModuleType | None = None,
+                 rebound: list[str] | None = None) -> None:
+        self.entry = entry
+        self.mode = mode  # packs.ALWAYS | packs.ABSENT_ONLY
+        self.platform = platform
+        self.original = original
+        self.replacement = replacement
+        self.state = state  # pending | applied | stood-in | native
+        self.module = module
+        self.rebound: list[str] = [] if rebound is None else rebound
+
+    def __repr__(self) -> str:
+        return f"Patch({self.entry.target!r}, mode={self.mode!r}, platform={self.platform!r}, state={self.state!r})"
+
+    @property
+    def module_name(self) -> str:
+        return self.entry.target.split(":")[0]
+
+    @property
+    def symbol(self) -> str:
+        return self.entry.target.split(":")[1]
+
+    def describe(self) -> str:
+        return f"{self.entry.target} -> {self.entry.replacement} (from {self.entry.source}, platform {self.platform})"
+
 
 _lock = _thread.RLock()
 _active: dict[str, Patch] = {}  # target "module:symbol" -> record

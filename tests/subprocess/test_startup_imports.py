@@ -72,11 +72,20 @@ def test_bootstrap_imports_nothing_heavy(shim, case):
     assert st["platform"] == ("cpu" if case in ("detected cpu", "cudashim run") else case)
     assert "cudashim.patches" in got["new"] and "cudashim.config" in got["new"]
     assert sorted(set(got["new"]) & set(HEAVY)) == []
+    # off ascend, with no rank variables set, visibility has nothing to settle: not even imported
+    assert ("cudashim.visibility" in got["new"]) == (case == "ascend")
     if case in ("detected cpu", "cudashim run"):
         # detection on a machine with neither vendor's devices reads no vendor module (cheap checks
         # of /dev, ubcore and procfs names rule both out first)
         assert "cudashim.hardware._detect" in got["new"]
         assert not {"cudashim.hardware.ascend", "cudashim.hardware.nvidia"} & set(got["new"])
+
+
+def test_rank_variables_bring_visibility_on_cpu(shim):
+    """With LOCAL_RANK set, the bootstrap does import visibility (it validates the value on every platform)."""
+    got = _probe(shim, shim.env(LOCAL_RANK="0"))
+    assert got["status"]["active"] and got["status"]["platform"] == "cpu"
+    assert "cudashim.visibility" in got["new"]
 
 
 def test_probe_sees_heavy_imports(shim):
