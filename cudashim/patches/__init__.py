@@ -5,6 +5,12 @@
     when_imported(name, cb)      cb(module) right after `name` loads, or at once if it is loaded
     original("X:f")              the object X.f was before the shim patched it
     status()                     one dict per active patch: target, replacement, source, state, rebound
+
+install() runs in the bootstrap of every shimmed interpreter, and most programs never import a patch
+target: so when no target is loaded yet it only hands the import hook the module names to watch
+(defer), and the records and the registry (_patch) load when one of those modules is first looked up,
+or when any function here other than when_imported() is called. What a caller sees is the same as
+an install done at once; what a `python -c pass` pays is the hook and the pack table.
 """
 
 from __future__ import annotations
@@ -13,18 +19,17 @@ import _thread
 import sys
 
 from .. import _state, envs
-from ..config import Config, PatchEntry
-from ..errors import ConfigError, CudashimError
+from ..config import Config
 from . import _hook
-from .packs import ALWAYS, PACKS, PLATFORM_MODE
+from .packs import PACKS, PLATFORM_MODE
 
-# install() runs in the bootstrap of every shimmed interpreter: no importlib, threading or typing
-# here, and _apply/_standin (applying patches, stand-in modules) load when a target module does
+# no importlib, threading or typing here: this package loads in every shimmed interpreter's start-up
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from types import ModuleType
     from typing import Any
 
+    from ._patch import MISSING, Patch, PatchError
     from ._standin import StandInAttributeError
 
 __all__ = [
@@ -41,71 +46,17 @@ __all__ = [
 
 when_imported = _hook.when_imported
 
-
-# The runtime record of one active patch, and the two names every part of patching shares. Here, not
-# in a module of their own, because install() creates the records in the bootstrap of every shimmed
-# interpreter and one module more costs ~0.1 ms of each start-up; _apply (which does the patching, and
-# loads only once a target module does) and cudashim.patches._patch import them from here.
-class _Missing:
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-MISSING: Any = _Missing()
-
-
-class PatchError(CudashimError, ImportError):
-    """A replacement could not be loaded, or a stand-in was asked for an original it does not have."""
-
-
-class Patch:
-    """Runtime record of one active patch (one target); compared by identity."""
-
-    __slots__ = ("entry", "mode", "platform", "original", "replacement", "state", "module", "rebound")
-
-    def __init__(self, entry: PatchEntry, mode: str, platform: str, original: Any = MISSING,
-                 replacement: Any = MISSING, state: str = "pending", module: ModuleType | None = None,
-                 rebound: list[str] | None = None) -> None:
-        self.entry = entry
-        self.mode = mode  # packs.ALWAYS | packs.ABSENT_ONLY
-        self.platform = platform
-        self.original = original
-        self.replacement = replacement
-        self.state = state  # pending | applied | stood-in | native
-        self.module = module
-        self.rebound: list[str] = [] if rebound is None else rebound
-
-    def __repr__(self) -> str:
-        return f"Patch({self.entry.target!r}, mode={self.mode!r}, platform={self.platform!r}, state={self.state!r})"
-
-    @property
-    def module_name(self) -> str:
-        return self.entry.target.split(":")[0]
-
-    @property
-    def symbol(self) -> str:
-        return self.entry.target.split(":")[1]
-
-    def describe(self) -> str:
-        return f"{self.entry.target} -> {self.entry.replacement} (from {self.entry.source}, platform {self.platform})"
-
-
 _lock = _thread.RLock()
-_active: dict[str, Patch] = {}  # target "module:symbol" -> record
-_by_module: dict[str, list[Patch]] = {}  # target module -> its records
-_installed_with: tuple[Config, str] | None = None
-_trace = False  # CUDASHIM_DEBUG as read by install(), handed to _apply
-
-
-def _applier() -> Any:
-    """The _apply module, imported on first need: a target module loading, or a target loaded already."""
-    from . import _apply
-
-    _apply.set_trace(_trace)
-    return _apply
+# an install handed to the hook but not carried out yet: (config, platform, CUDASHIM_DEBUG then)
+_deferred: tuple[Config, str, bool] | None = None
+_IMPL = "cudashim.patches._patch"
 
 
 def __getattr__(name: str) -> Any:
+    if name in ("PatchError", "Patch", "MISSING"):  # defined with the records, loaded on first use
+        from . import _patch
+
+        return getattr(_patch, name)
     if name == "StandInAttributeError":  # public, but only stand-ins (imported with _standin) raise it
         from ._standin import StandInAttributeError
 
@@ -116,156 +67,97 @@ def __getattr__(name: str) -> Any:
 def _platform_name(platform: Any) -> str:
     name = platform if isinstance(platform, str) else getattr(platform, "name", None)
     if name not in PLATFORM_MODE:
+        from ..errors import ConfigError
+
         raise ConfigError(f"cudashim.patches: unknown platform {platform!r}; use one of {', '.join(PLATFORM_MODE)}")
     return name
 
 
-def plan(config: Config, platform: Any) -> list[tuple[PatchEntry, str]]:
-    """The patches active on `platform`: (entry, mode) for built-in packs, then config (which wins)."""
-    name = _platform_name(platform)
+def _targets(config: Config, name: str) -> set[str]:
+    """The modules holding a target of plan(config, name) (same choice, without building records)."""
     disabled = config.disable
-    chosen: dict[str, tuple[PatchEntry, str]] = {}
-    for pack, mapping in PACKS.items():
-        if pack in disabled:
-            continue
-        for target, repl in mapping.items():
-            if target not in disabled:
-                chosen[target] = (PatchEntry(target, repl, None, f"built-in:{pack}"), PLATFORM_MODE[name])
-    for entry in config.patches_for(name):
-        if entry.target not in disabled:
-            chosen[entry.target] = (entry, ALWAYS)
-    return list(chosen.values())
+    targets = {t for pack, mapping in PACKS.items() if pack not in disabled for t in mapping if t not in disabled}
+    targets.update(e.target for e in config.patches_for(name) if e.target not in disabled)
+    return {t.split(":")[0] for t in targets}
 
 
-def _config_hint(config: Config) -> str:
-    return str(config.path) if config.path is not None else "pyproject.toml"
+def _realize() -> None:
+    """Carry out the deferred install, if any: the registry watches for real, then placeholders go."""
+    global _deferred
+    with _lock:
+        pending = _deferred
+        if pending is None:
+            return
+        from . import _patch
+
+        _patch.install(*pending)
+        _deferred = None
+        _hook.undefer()
 
 
-def _on_load(module: Any) -> None:
-    patches = _by_module.get(module.__name__, ())
-    if patches:
-        apply = _applier().apply
-        for p in patches:
-            apply(p, module)
+def _impl() -> ModuleType:
+    """The registry, with a deferred install carried out first."""
+    _realize()
+    from . import _patch
+
+    return _patch
 
 
 def install(config: Config | None, platform: Any) -> None:
     """Activate built-in packs and the config's patches for `platform`. Idempotent; re-install replaces."""
-    global _installed_with, _trace
+    global _deferred
     config = config if config is not None else Config()
     name = _platform_name(platform)
     with _lock:
-        if _installed_with == (config, name):
-            return
-        if _installed_with is not None:
-            _uninstall_patches()
-        _trace = bool(envs.get("CUDASHIM_DEBUG"))
-        if "cudashim.patches._apply" in sys.modules:
-            _applier()  # already in use: it traces from now on as this install says
-        hint = _config_hint(config)
-        for entry, mode in plan(config, name):
-            p = Patch(entry=entry, mode=mode, platform=name)
-            _active[entry.target] = p
-            _by_module.setdefault(p.module_name, []).append(p)
-        # watch every target module (patch on load) and every parent (stand in when absent)
-        packages: set[str] = set()
-        for mod in _by_module:
-            parts = mod.split(".")
-            packages.update(".".join(parts[:i]) for i in range(1, len(parts)))
-        for mod in sorted(set(_by_module) | packages, key=lambda m: m.count(".")):
-            factory = _standin_factory(mod in packages, name, hint)
-            _hook.watch(mod, _on_load if mod in _by_module else None, factory)
-        _installed_with = (config, name)
-        already = [(m, sys.modules[m]) for m in _by_module if m in sys.modules]
-    # targets loaded before install: patch now, then re-bind `from X import f` holders
-    for mod, module in already:
-        _on_load(module)
-        for p in _by_module[mod]:
-            _applier().rebind_holders(p)
+        if _deferred is not None:
+            if _deferred[:2] == (config, name):
+                return
+            _deferred = None
+            _hook.unwatch_all()  # only placeholders are watched: nothing was applied yet
+        if _IMPL not in sys.modules:
+            targets = _targets(config, name)
+            if not any(m in sys.modules for m in targets):  # else patch those now: the registry does
+                packages = {m.rsplit(".", i)[0] for m in targets for i in range(1, m.count(".") + 1)}
+                _deferred = (config, name, bool(envs.get("CUDASHIM_DEBUG")))
+                _hook.defer(targets | packages, _realize)
+                return
+        from . import _patch
 
-
-def _standin_factory(is_package: bool, platform: str, hint: str) -> Any:
-    def factory(fullname: str) -> Any:
-        from ._standin import make_spec
-
-        return make_spec(fullname, is_package, platform, hint)
-
-    return factory
-
-
-def _uninstall_patches() -> None:
-    global _installed_with
-    apply_mod = sys.modules.get("cudashim.patches._apply")
-    standin_mod = sys.modules.get("cudashim.patches._standin")
-    if apply_mod is not None:  # else no patch was ever applied: every record is still pending
-        for p in list(_active.values()):
-            apply_mod.restore(p)
-    # stand-ins leave sys.modules (deepest first) and their parents' attributes
-    standins = [n for n, m in list(sys.modules.items()) if standin_mod.is_standin(m)] if standin_mod is not None else []
-    for name in sorted(standins, key=lambda n: -n.count(".")):
-        del sys.modules[name]
-        parent, _, child = name.rpartition(".")
-        if parent and parent in sys.modules and getattr(sys.modules[parent], child, None) is not None:
-            try:
-                delattr(sys.modules[parent], child)
-            except AttributeError:
-                pass
-    _active.clear()
-    _by_module.clear()
-    if apply_mod is not None:
-        apply_mod.forget_handed_out()
-    _hook.unwatch_all()
-    _installed_with = None
+        _patch.install(config, name)
 
 
 def uninstall() -> None:
     """Undo install() and drop pending when_imported callbacks. Idempotent."""
+    global _deferred
     with _lock:
-        _uninstall_patches()
-        _hook.clear()
+        _deferred = None
+        impl = sys.modules.get(_IMPL)
+        if impl is not None:
+            impl.uninstall()
+        else:
+            _hook.clear()
 
 
 def installed() -> bool:
-    return _installed_with is not None
+    impl = sys.modules.get(_IMPL)
+    return _deferred is not None or (impl is not None and impl.installed())
+
+
+def plan(config: Config, platform: Any) -> list[tuple[Any, str]]:
+    """The patches active on `platform`: (entry, mode) for built-in packs, then config (which wins)."""
+    from . import _patch
+
+    return _patch.plan(config, platform)
 
 
 def original(target: str) -> Any:
     """What "module:symbol" was before the shim patched it (imports the module if needed)."""
-    mod_name, sep, sym = target.partition(":")
-    if not sep or not mod_name or not sym:
-        raise ValueError(f"cudashim.original({target!r}): write the target as \"module:symbol\"")
-    from importlib import import_module
-
-    p = _active.get(target)
-    if p is None:  # not patched here: the object itself is the original
-        return _applier().get_path(import_module(mod_name), sym)
-    if p.module is None:
-        import_module(mod_name)  # loading it applies the patch and records the original
-    if p.state == "native":
-        return _applier().get_path(p.module, sym)
-    if p.original is MISSING:
-        raise PatchError(
-            f"cudashim.original({target!r}): there is no original on {p.platform}: {mod_name!r} is not "
-            f"installed and is stood in; install the real package to call it"
-        )
-    return p.original
+    return _impl().original(target)
 
 
 def status() -> list[dict[str, Any]]:
     """One dict per active patch: target, replacement, source, platform, state, resolved, rebound."""
-    with _lock:
-        return [
-            {
-                "target": p.entry.target,
-                "replacement": p.entry.replacement,
-                "source": p.entry.source,
-                "platform": p.platform,
-                "state": p.state,
-                "resolved": p.replacement is not MISSING,
-                "rebound": list(p.rebound),
-            }
-            for p in _active.values()
-        ]
+    return _impl().status()
 
 
 _state.on_reset(uninstall)

@@ -18,30 +18,32 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from importlib.machinery import ModuleSpec
     from types import ModuleType
-    from typing import Any, Callable
+    from typing import Any, Callable, Iterable
 
     Callback = Callable[[ModuleType], None]
     StandinFactory = Callable[[str], "ModuleSpec | None"]
 
-__all__ = ["when_imported", "watch", "unwatch_all", "clear", "installed", "FINDER"]
+__all__ = ["when_imported", "watch", "defer", "undefer", "unwatch_all", "clear", "installed", "FINDER"]
 
 
 class _Watch:
-    __slots__ = ("once", "always", "standin")
+    __slots__ = ("once", "always", "standin", "deferred")
 
     def __init__(self) -> None:
         self.once: list[Callback] = []  # when_imported(): fire once, then forget
         self.always: list[Callback] = []  # patches: fire on every (re)load
         self.standin: StandinFactory | None = None  # spec to use when no other finder knows the module
+        self.deferred = False  # patches not set up yet: the first lookup runs _realize (see defer())
 
     def empty(self) -> bool:
-        return not self.once and not self.always and self.standin is None
+        return not self.once and not self.always and self.standin is None and not self.deferred
 
 
 # All mutable state of the hook: module name -> what to do when it loads.
 _watched: dict[str, _Watch] = {}
 _lock = _thread.RLock()
 _local = _thread._local()  # per-thread set of names being looked up (re-entrancy guard)
+_realize: Callable[[], None] | None = None  # sets up the deferred watches (defer())
 
 
 class _Finder:
@@ -51,6 +53,13 @@ class _Finder:
         watch = _watched.get(fullname)
         if watch is None:
             return None
+        if watch.deferred:
+            realize = _realize
+            if realize is not None:
+                realize()  # registers the real watches (and clears the placeholders) before we answer
+            watch = _watched.get(fullname)
+            if watch is None or watch.deferred:
+                return None
         busy: set[str] = _local.__dict__.setdefault("busy", set())
         if fullname in busy:  # a finder behind us asked importlib.util.find_spec(fullname) again
             return None
@@ -186,13 +195,44 @@ def watch(module_name: str, on_load: Callback | None = None, standin: StandinFac
         _ensure_finder()
 
 
-def unwatch_all() -> None:
-    """Drop every persistent watch (patches), keep pending when_imported callbacks."""
+def defer(names: Iterable[str], realize: Callable[[], None]) -> None:
+    """Placeholder watches: the first lookup of any of `names` calls realize() before answering.
+
+    realize() must register the real watches (watch()) and then call undefer(). The patches' records
+    and their module load only when a program imports a patch target, not in every shimmed start-up.
+    """
+    global _realize
     with _lock:
+        for name in names:
+            _watched.setdefault(name, _Watch()).deferred = True
+        _realize = realize
+        _ensure_finder()
+
+
+def undefer() -> None:
+    """Drop the placeholders of defer() (the real watches registered meanwhile stay)."""
+    global _realize
+    with _lock:
+        _realize = None
+        for name in list(_watched):
+            w = _watched[name]
+            w.deferred = False
+            if w.empty():
+                del _watched[name]
+        if not _watched:
+            _remove_finder()
+
+
+def unwatch_all() -> None:
+    """Drop every persistent watch (patches, deferred ones too), keep pending when_imported callbacks."""
+    global _realize
+    with _lock:
+        _realize = None
         for name in list(_watched):
             w = _watched[name]
             w.always = []
             w.standin = None
+            w.deferred = False
             if w.empty():
                 del _watched[name]
         if not _watched:
@@ -201,7 +241,9 @@ def unwatch_all() -> None:
 
 def clear() -> None:
     """Forget everything and take the finder off sys.meta_path."""
+    global _realize
     with _lock:
+        _realize = None
         _watched.clear()
         _remove_finder()
 

@@ -71,6 +71,8 @@ def test_bootstrap_imports_nothing_heavy(shim, case):
     assert st["active"] and st["bootstrap_runs"] == 1 and st["config"] is None, st
     assert st["platform"] == ("cpu" if case in ("detected cpu", "cudashim run") else case)
     assert "cudashim.patches" in got["new"] and "cudashim.config" in got["new"]
+    # the patch records and registry wait until a target is looked up (the hook holds the names)
+    assert "cudashim.patches._patch" not in got["new"]
     assert sorted(set(got["new"]) & set(HEAVY)) == []
     # off ascend, with no rank variables set, visibility has nothing to settle: not even imported
     assert ("cudashim.visibility" in got["new"]) == (case == "ascend")
@@ -86,6 +88,13 @@ def test_rank_variables_bring_visibility_on_cpu(shim):
     got = _probe(shim, shim.env(LOCAL_RANK="0"))
     assert got["status"]["active"] and got["status"]["platform"] == "cpu"
     assert "cudashim.visibility" in got["new"]
+
+
+def test_first_target_lookup_sets_the_patches_up(shim):
+    """The deferred install is carried out when a watched module is imported: flash_attn (not
+    installed here) comes back as the stand-in, and the registry has loaded."""
+    got = _probe(shim, shim.env(), extra="flash_attn")
+    assert "cudashim.patches._patch" in got["extra"] and "cudashim.patches._standin" in got["extra"]
 
 
 def test_probe_sees_heavy_imports(shim):
