@@ -129,7 +129,7 @@ def _pass_section(py: str, pkg: Path, rounds: int, label: str) -> None:
 
 # the bootstrap's imports, in the order it reaches them, then the work itself (tests/subprocess/
 # test_startup_imports.py checks which modules these pull in)
-_STEPS = ["cudashim", "cudashim._state", "cudashim.envs", "cudashim._bootstrap", "cudashim.config",
+_STEPS = ["cudashim", "cudashim.envs", "cudashim._bootstrap", "cudashim.config",
           "cudashim.hardware._detect", "cudashim.patches"]
 _BREAKDOWN = """
 import importlib, sys, time

@@ -9,7 +9,7 @@ from __future__ import annotations
 # no typing, no importlib at import: every shimmed interpreter imports this package before user code
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any
+    from typing import Any, Callable
 
 from .errors import (
     CapabilityError,
@@ -21,6 +21,25 @@ from .errors import (
 )
 
 __version__ = "0.1.0"
+
+# The reset registry behind cudashim._state (which re-exports these as on_reset and reset; see there).
+# Kept here because the bootstrap's modules register with it in every shimmed interpreter, and this
+# package is imported first anyway: a module of its own was one more import (~0.1 ms) per start-up.
+_resetters: list[Callable[[], None]] = []
+
+
+def _on_reset(fn: Callable[[], None]) -> Callable[[], None]:
+    """Register fn to run on reset(); usable as a decorator. Registering twice is a no-op."""
+    if fn not in _resetters:
+        _resetters.append(fn)
+    return fn
+
+
+def _reset() -> None:
+    """Undo every piece of process state the shim holds (tests only; newest registration first)."""
+    for fn in reversed(_resetters):
+        fn()
+
 
 __all__ = [
     "PLATFORM",

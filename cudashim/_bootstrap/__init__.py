@@ -28,7 +28,7 @@ TYPE_CHECKING = False  # typing stays out of every shimmed interpreter's start-u
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Callable
 
-from .. import _state, envs
+from .. import _on_reset, envs
 from ..errors import ConfigError, CudashimError
 
 __all__ = ["TRAMPOLINE_MARK", "bootstrap", "activate", "deactivate", "status"]
@@ -329,4 +329,4 @@ def _reset() -> None:
     _chained = None
 
 
-_state.on_reset(_reset)
+_on_reset(_reset)  # the registry of cudashim._state, without importing it

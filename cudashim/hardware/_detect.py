@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import _state
+from .. import _on_reset  # cudashim._state.on_reset, one import fewer at start-up
 from . import device
 
 # on the start-up path of every shimmed process: typing only for the checker (Kind is built on access)
@@ -30,7 +30,7 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@_state.on_reset
+@_on_reset
 def _clear() -> None:
     _kind_cache.clear()
 

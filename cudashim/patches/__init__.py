@@ -18,7 +18,7 @@ from __future__ import annotations
 import _thread
 import sys
 
-from .. import _state, envs
+from .. import _on_reset, envs
 from ..config import Config
 from . import _hook
 from .packs import PACKS, PLATFORM_MODE
@@ -160,4 +160,4 @@ def status() -> list[dict[str, Any]]:
     return _impl().status()
 
 
-_state.on_reset(uninstall)
+_on_reset(uninstall)  # the registry of cudashim._state, without importing it

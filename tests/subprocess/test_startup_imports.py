@@ -73,6 +73,8 @@ def test_bootstrap_imports_nothing_heavy(shim, case):
     assert "cudashim.patches" in got["new"] and "cudashim.config" in got["new"]
     # the patch records and registry wait until a target is looked up (the hook holds the names)
     assert "cudashim.patches._patch" not in got["new"]
+    # the reset registry is the package's own; cudashim._state only re-exports it for other modules
+    assert "cudashim._state" not in got["new"]
     assert sorted(set(got["new"]) & set(HEAVY)) == []
     # off ascend, with no rank variables set, visibility has nothing to settle: not even imported
     assert ("cudashim.visibility" in got["new"]) == (case == "ascend")
