@@ -22,7 +22,7 @@ user's run would); nothing is cached between runs except the OS file cache.
    one after the other (each row is what that import adds to the ones above it), then one
    bootstrap() call; minimum over the rounds, the least disturbed by machine load.
 
-    python benchmarks/bench_startup.py [--rounds 40] [--torch-rounds 12] [--no-torch] [--no-bare]
+    python benchmarks/bench_startup.py [--rounds 40] [--torch-rounds 12] [--no-torch] [--no-bare] [--against DIR]
 """
 
 from __future__ import annotations
@@ -102,14 +102,17 @@ def _bare_venv(where: Path) -> str:
     return str(where / "bin" / "python")
 
 
-def _pass_section(py: str, pkg: Path, rounds: int, label: str) -> None:
+def _pass_section(py: str, pkg: Path, rounds: int, label: str, against: Path | None = None) -> None:
     print(f"1. python -c pass ({label}), {rounds} interleaved rounds")
-    wall, cpu = _interleaved({
+    variants = {
         "baseline": ([py, "-c", "pass"], _env(pkg, False)),
         "shim": ([py, "-c", "pass"], _env(pkg, True)),
         "shim, CUDASHIM_DISABLE=1": ([py, "-c", "pass"], _env(pkg, True, CUDASHIM_DISABLE="1")),
         "empty folder on PYTHONPATH": ([py, "-c", "pass"], _env(pkg, pkg / "empty")),
-    }, rounds)
+    }
+    if against is not None:  # another checkout's bootstrap (its trampoline imports its own cudashim)
+        variants["shim of --against"] = ([py, "-c", "pass"], _env(pkg, against / "cudashim" / "_bootstrap"))
+    wall, cpu = _interleaved(variants, rounds)
     for n in wall:
         print(_line(n, wall[n], cpu[n]))
     med = statistics.median
@@ -125,6 +128,11 @@ def _pass_section(py: str, pkg: Path, rounds: int, label: str) -> None:
     # PYTHONPATH activation, not of the shim's code
     print(f"  of which one PYTHONPATH entry (an empty folder): {entry:.2f} ms wall median, {entry_cpu:.2f} ms CPU "
           f"median; the shim's own code: {added - entry:.2f} ms wall, {added_cpu - entry_cpu:.2f} ms CPU")
+    if against is not None:
+        # the two runs of each round ran back to back, so their difference is the least disturbed figure
+        paired = [o - n for o, n in zip(wall["shim of --against"], wall["shim"])]
+        print(f"  this checkout vs --against {against}: {med(paired) * 1e3:.2f} ms less wall per start-up "
+              f"(median of paired rounds), faster in {sum(d > 0 for d in paired)}/{len(paired)} rounds")
 
 
 # the bootstrap's imports, in the order it reaches them, then the work itself (tests/subprocess/
@@ -165,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch-rounds", type=int, default=12)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-bare", action="store_true", help="skip the bare-venv measurements")
+    ap.add_argument("--against", type=Path, help="another checkout (e.g. `git worktree` of an older commit) "
+                    "whose bootstrap runs interleaved with this one's, for a before/after on a busy machine")
     args = ap.parse_args(argv)
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         (pkg / "empty").mkdir()
         bare = None if args.no_bare else _bare_venv(pkg / "bare-venv")
 
-        _pass_section(py, pkg, args.rounds, f"this interpreter, {py}")
+        against = args.against.resolve() if args.against else None
+        _pass_section(py, pkg, args.rounds, f"this interpreter, {py}", against)
         if bare is not None:
-            _pass_section(bare, pkg, args.rounds, "a bare venv of it: no .pth files")
+            _pass_section(bare, pkg, args.rounds, "a bare venv of it: no .pth files", against)
 
         if not args.no_torch:
             print(f"2. python -c 'import torch', {args.torch_rounds} interleaved rounds, alias layer excluded (nvidia)")
