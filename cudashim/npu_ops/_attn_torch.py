@@ -26,7 +26,9 @@ __all__ = ["attend", "allowed_mask"]
 def allowed_mask(sq: int, sk: int, window: tuple[int, int], device: torch.device) -> Optional[torch.Tensor]:
     """(sq, sk) bool, True where query i may see key j; None when everything is allowed."""
     left, right = window
-    if left < 0 and right < 0:
+    # no lower bound, and even row 0 (key position sk - sq) reaches the last key: nothing is masked
+    # (causal decode, one query at the end, is this case: skip building and testing a mask per step)
+    if left < 0 and (right < 0 or right >= sq - 1):
         return None
     pos = torch.arange(sq, device=device).unsqueeze(1) + (sk - sq)
     j = torch.arange(sk, device=device).unsqueeze(0)
@@ -53,9 +55,8 @@ def _one(
         lse = torch.full((hq, sq), float("inf"), dtype=torch.float32, device=qi.device)
         probs = torch.zeros(hq, sq, 0, dtype=cdt, device=qi.device)
         return qi.new_zeros(sq, hq, dv), lse, probs
-    q = qi.transpose(0, 1).to(cdt)
-    k = ki.transpose(0, 1).to(cdt)
-    v = vi.transpose(0, 1).to(cdt)
+    # .to() only where the dtype changes: on the cpu platform every Tensor.to is a shim wrapper call
+    q, k, v = (t.transpose(0, 1) if t.dtype == cdt else t.transpose(0, 1).to(cdt) for t in (qi, ki, vi))
     if hk != hq:  # GQA/MQA: q head h reads kv head h // (hq // hk)
         k = k.repeat_interleave(hq // hk, dim=0)
         v = v.repeat_interleave(hq // hk, dim=0)
@@ -66,7 +67,8 @@ def _one(
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=a.scale)
         if row_ok is not None and not bool(row_ok.all()):
             out = out.masked_fill(~row_ok.view(1, sq, 1), 0.0)
-        return out.transpose(0, 1).to(qi.dtype), None, None
+        out = out.transpose(0, 1)
+        return (out if out.dtype == qi.dtype else out.to(qi.dtype)), None, None
 
     s = torch.matmul(q, k.transpose(-1, -2)) * a.scale  # (Hq, sq, sk)
     if a.softcap > 0:
