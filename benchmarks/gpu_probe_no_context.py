@@ -4,8 +4,8 @@
 
 1. runs accelerator_kind() and the NVML probe (discover_gpus: name, compute capability, NUMA);
 2. right after, asks `nvidia-smi --query-compute-apps=pid` whether this pid holds a context, and
-   whether libcuda is even mapped into the process (reported, not required: on driver 580 NVML's
-   library maps it without initialising it — a mapped library is not a context);
+   whether libcuda is even mapped into the process (reported, not required: on the H200 with
+   driver 580 it is mapped after the probe, cause not established — a mapped library is not a context);
 3. then sets CUDA_VISIBLE_DEVICES="" in this same process, imports torch and prints
    torch.cuda.device_count(): 0 proves CUDA was first initialised after the probe (the runtime reads
    the variable once, at cuInit), i.e. the probe did not initialise it;
