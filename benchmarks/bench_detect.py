@@ -17,7 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cudashim.hardware import _detect, accelerator_kind  # noqa: E402
+import cudashim.hardware as hardware  # noqa: E402
+from cudashim.hardware import accelerator_kind  # noqa: E402
 
 TREES = REPO / "tests" / "fixtures" / "trees"
 # what detection looks at, in its order: Ascend's control node, /dev, ubcore, then NVIDIA's procfs
@@ -35,7 +36,7 @@ def _stat_loop(paths: list[str]) -> None:
 
 
 def _cold_kind(root: str) -> None:
-    _detect._kind_cache.clear()
+    hardware._kind_cache.clear()
     accelerator_kind(root)
 
 

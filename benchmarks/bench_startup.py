@@ -138,7 +138,7 @@ def _pass_section(py: str, pkg: Path, rounds: int, label: str, against: Path | N
 # the bootstrap's imports, in the order it reaches them, then the work itself (tests/subprocess/
 # test_startup_imports.py checks which modules these pull in)
 _STEPS = ["cudashim", "cudashim.envs", "cudashim._bootstrap", "cudashim.config",
-          "cudashim.hardware._detect", "cudashim.patches"]
+          "cudashim.hardware", "cudashim.patches"]
 _BREAKDOWN = """
 import importlib, sys, time
 out = []

@@ -4,31 +4,31 @@
 through the module __getattr__ below (a subprocess test proves it).
 """
 
-from __future__ import annotations
-
-# no typing, no importlib at import: every shimmed interpreter imports this package before user code
+# No typing, no importlib, no `from __future__ import annotations` (an import of its own) and not even
+# cudashim.errors at import: every shimmed interpreter imports this package before user code, where
+# each module costs ~0.1 ms. Annotations naming typing's names are strings; the errors resolve lazily.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Callable
 
-from .errors import (
-    CapabilityError,
-    ConfigError,
-    CudashimError,
-    EnvError,
-    KernelUnavailableError,
-    VisibilityError,
-)
+    from .errors import (
+        CapabilityError,
+        ConfigError,
+        CudashimError,
+        EnvError,
+        KernelUnavailableError,
+        VisibilityError,
+    )
 
 __version__ = "0.1.0"
 
 # The reset registry behind cudashim._state (which re-exports these as on_reset and reset; see there).
 # Kept here because the bootstrap's modules register with it in every shimmed interpreter, and this
 # package is imported first anyway: a module of its own was one more import (~0.1 ms) per start-up.
-_resetters: list[Callable[[], None]] = []
+_resetters: "list[Callable[[], None]]" = []
 
 
-def _on_reset(fn: Callable[[], None]) -> Callable[[], None]:
+def _on_reset(fn: "Callable[[], None]") -> "Callable[[], None]":
     """Register fn to run on reset(); usable as a decorator. Registering twice is a no-op."""
     if fn not in _resetters:
         _resetters.append(fn)
@@ -65,9 +65,13 @@ _LAZY: dict[str, tuple[str, str, bool]] = {
     "original": ("cudashim.patches", "original", False),
     "require": ("cudashim.capabilities", "require", False),
 }
+# the error classes: the same objects as cudashim.errors' (`cudashim.ConfigError is
+# cudashim.errors.ConfigError`), imported on first use, not in every shimmed start-up
+_LAZY.update((name, ("cudashim.errors", name, False)) for name in (
+    "CudashimError", "CapabilityError", "ConfigError", "EnvError", "KernelUnavailableError", "VisibilityError"))
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     try:
         module, attr, call = _LAZY[name]
     except KeyError:

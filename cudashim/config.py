@@ -10,21 +10,22 @@ working directory. No file → the empty Config. Every malformed input raises Co
 file, the key and the fix.
 """
 
-from __future__ import annotations
-
 import os
 
 from . import envs
 from .envs import _Record as Record
-from .errors import ConfigError
 
 # Every shimmed interpreter runs load_config() before user code, and almost always finds no file:
 # that path uses os.path only. pathlib, tomllib and importlib.util are imported where a file is
-# found or a patch is checked, and dataclasses/typing not at all (Record; annotations are strings).
+# found or a patch is checked, cudashim.errors where an error is raised, and dataclasses, typing
+# and `from __future__ import annotations` not at all (Record; annotations naming Path or typing's
+# names are strings).
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
     from typing import Any, Mapping
+
+    from .errors import ConfigError
 
 __all__ = [
     "Config",
@@ -55,7 +56,7 @@ class Config(Record):
 
     __slots__ = ("path", "platform", "patches", "disable")
     _defaults = {"path": None, "platform": None, "patches": (), "disable": frozenset()}
-    path: Path | None
+    path: "Path | None"
     platform: str | None
     patches: tuple[PatchEntry, ...]
     disable: frozenset[str]
@@ -64,7 +65,7 @@ class Config(Record):
         return tuple(p for p in self.patches if p.platform in (None, platform))
 
 
-def _as_path(path: str | os.PathLike[str]) -> Path:
+def _as_path(path: str | os.PathLike[str]) -> "Path":
     from pathlib import Path
 
     return Path(path)
@@ -102,22 +103,26 @@ def _search(start: str | os.PathLike[str] | None) -> str | None:
 
 
 def find_config_file(start: str | os.PathLike[str] | None = None,
-                     environ: Mapping[str, str] | None = None) -> Path | None:
+                     environ: "Mapping[str, str] | None" = None) -> "Path | None":
     env = os.environ if environ is None else environ
     explicit = env.get("CUDASHIM_CONFIG")
     if explicit:
         if not os.path.isfile(explicit):
+            from .errors import ConfigError
+
             raise ConfigError(f"CUDASHIM_CONFIG={explicit!r}: no such file; point it at a cudashim.toml or pyproject.toml, or unset it")
         return _as_path(explicit)
     found = _search(start)
     return None if found is None else _as_path(found)
 
 
-def _fail(path: Path, key: str, problem: str, fix: str) -> ConfigError:
+def _fail(path: "Path", key: str, problem: str, fix: str) -> "ConfigError":
+    from .errors import ConfigError
+
     return ConfigError(f"{path}: [{key}] {problem}; {fix}")
 
 
-def _check_ref(path: Path, key: str, ref: Any, what: str) -> str:
+def _check_ref(path: "Path", key: str, ref: "Any", what: str) -> str:
     if not isinstance(ref, str):
         raise _fail(path, key, f"{what} {ref!r} is a {type(ref).__name__}, not a string",
                     'quote it: "package.module:symbol"')
@@ -133,7 +138,7 @@ def _check_ref(path: Path, key: str, ref: Any, what: str) -> str:
     return ref
 
 
-def _importable(top: str, folders: list[Path]) -> bool:
+def _importable(top: str, folders: "list[Path]") -> bool:
     """Cheap existence check of a top-level module: find_spec only, nothing is imported."""
     import importlib.machinery
     import importlib.util
@@ -148,7 +153,7 @@ def _importable(top: str, folders: list[Path]) -> bool:
     return importlib.machinery.PathFinder.find_spec(top, [str(f) for f in folders]) is not None
 
 
-def _check_replacement(path: Path, key: str, target: str, repl: str) -> None:
+def _check_replacement(path: "Path", key: str, target: str, repl: str) -> None:
     if repl == target:
         raise _fail(path, key, f"{target!r} is replaced by itself", "point it at a different module:symbol, or delete the line")
     top = repl.split(":")[0].split(".")[0]
@@ -158,7 +163,7 @@ def _check_replacement(path: Path, key: str, target: str, repl: str) -> None:
 
 
 def _known_disable_names(patches: tuple[PatchEntry, ...]) -> set[str]:
-    from .patches.packs import PACKS  # data only; imported late to keep config import-light
+    from .patches import PACKS  # imported late: the patches package imports this module
 
     known = set(PACKS)
     for mapping in PACKS.values():
@@ -169,13 +174,13 @@ def _known_disable_names(patches: tuple[PatchEntry, ...]) -> set[str]:
 
 def _unknown_disable(name: str) -> tuple[str, str]:
     """(problem, fix) for a disable entry that names nothing."""
-    from .patches.packs import PACKS
+    from .patches import PACKS
 
     return (f"{name!r} names neither a built-in pack ({', '.join(PACKS)}) nor a patch target",
             "use a pack name or a \"module:symbol\" that a pack or the patches table defines")
 
 
-def parse_config(data: Mapping[str, Any], path: Path) -> Config:
+def parse_config(data: "Mapping[str, Any]", path: "Path") -> Config:
     """Validate the [tool.cudashim] table (already extracted) from `path`."""
     from collections.abc import Mapping
 
@@ -198,7 +203,7 @@ def parse_config(data: Mapping[str, Any], path: Path) -> Config:
     generic: dict[str, str] = {}
     specific: dict[tuple[str, str], str] = {}
 
-    def add(target: Any, repl: Any, plat: str | None, key: str) -> None:
+    def add(target: "Any", repl: "Any", plat: str | None, key: str) -> None:
         _check_ref(path, key, target, "target")
         _check_ref(path, key, repl, "replacement")
         if target.split(":")[0].split(".")[0] == "cudashim":
@@ -237,7 +242,7 @@ def parse_config(data: Mapping[str, Any], path: Path) -> Config:
     return Config(path=path, platform=platform, patches=tuple(patches), disable=frozenset(disable))
 
 
-def _with_env_disable(config: Config, environ: Mapping[str, str] | None) -> Config:
+def _with_env_disable(config: Config, environ: "Mapping[str, str] | None") -> Config:
     extra = envs.get("CUDASHIM_DISABLE_PATCHES", environ)
     if not extra:
         return config
@@ -246,14 +251,18 @@ def _with_env_disable(config: Config, environ: Mapping[str, str] | None) -> Conf
         if name not in known:
             problem, fix = _unknown_disable(name)
             where = f" (config: {config.path})" if config.path else ""
+            from .errors import ConfigError
+
             raise ConfigError(f"CUDASHIM_DISABLE_PATCHES: {problem}{where}; {fix}, or unset it")
     return config._replace(disable=config.disable | frozenset(extra))  # type: ignore[return-value]
 
 
 def load_config(start: str | os.PathLike[str] | None = None, path: str | os.PathLike[str] | None = None,
-                environ: Mapping[str, str] | None = None) -> Config:
+                environ: "Mapping[str, str] | None" = None) -> Config:
     """Find and parse the config; `path` (e.g. `run --config`) wins over the search."""
     if path is not None and not os.path.isfile(os.fspath(path)):
+        from .errors import ConfigError
+
         raise ConfigError(f"--config {path}: no such file; give the path of a cudashim.toml or pyproject.toml")
     found = _as_path(path) if path is not None else find_config_file(start, environ)
     if found is None:
@@ -262,6 +271,8 @@ def load_config(start: str | os.PathLike[str] | None = None, path: str | os.Path
         import tomllib as _toml
     except ModuleNotFoundError:  # pragma: no cover - 3.10
         import tomli as _toml  # type: ignore[no-redef]
+    from .errors import ConfigError  # for the handlers below; a start-up that found no file never gets here
+
     try:
         with open(found, "rb") as f:
             doc = _toml.load(f)
@@ -287,7 +298,7 @@ _FOUND = {"ascend": "an Ascend NPU was found", "nvidia": "an NVIDIA GPU was foun
           "cpu": "no Ascend NPU or NVIDIA GPU was found"}
 
 
-def resolve_platform_name(config: Any = None, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+def resolve_platform_name(config: "Any" = None, environ: "Mapping[str, str] | None" = None) -> tuple[str, str]:
     """(name, why): CUDASHIM_PLATFORM, else the config's `platform`, else hardware detection. No torch."""
     override = envs.get("CUDASHIM_PLATFORM", environ)
     if override:

@@ -7,14 +7,12 @@ changed, so a bootstrap that fails later can undo it (undo()).
 Reading never imports torch.
 """
 
-from __future__ import annotations
-
 import os
 
-from .errors import EnvError
-
 # typing and dataclasses stay out of the bootstrap's import path: every shimmed interpreter imports
-# this module before user code, and dataclasses alone pulls in inspect, ast, dis and tokenize
+# this module before user code, and dataclasses alone pulls in inspect, ast, dis and tokenize. So do
+# `from __future__ import annotations` and cudashim.errors (each one more import): annotations that
+# name typing's names are strings, and EnvError is imported where it is raised.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Callable, Mapping, MutableMapping
@@ -81,7 +79,7 @@ class _Record:
     def _astuple(self) -> tuple[object, ...]:
         return tuple(getattr(self, n) for n in self.__slots__)
 
-    def _replace(self, **changes: object) -> _Record:
+    def _replace(self, **changes: object) -> "_Record":
         """A copy with `changes` applied (dataclasses.replace)."""
         values = dict(zip(self.__slots__, self._astuple()))
         values.update(changes)
@@ -109,6 +107,8 @@ def _bool(name: str, value: str) -> bool:
         return True
     if v in ("", "0", "false", "no", "off"):
         return False
+    from .errors import EnvError
+
     raise EnvError(f"{name}={value!r} is not a boolean; use 1 or 0")
 
 
@@ -116,8 +116,12 @@ def _int(name: str, value: str) -> int:
     try:
         n = int(value.strip())
     except ValueError:
+        from .errors import EnvError
+
         raise EnvError(f"{name}={value!r} is not an integer; set it to a whole number or unset it") from None
     if n < 0:
+        from .errors import EnvError
+
         raise EnvError(f"{name}={value!r} is negative; set it to a number >= 0 or unset it")
     return n
 
@@ -133,6 +137,8 @@ def _csv(name: str, value: str) -> tuple[str, ...]:
 def _platform(name: str, value: str) -> str:
     v = value.strip().lower()
     if v not in ("ascend", "nvidia", "cpu"):
+        from .errors import EnvError
+
         raise EnvError(f"{name}={value!r} is not a platform; use ascend, nvidia or cpu (or unset it to detect)")
     return v
 
@@ -142,7 +148,7 @@ class Var(_Record):
 
     __slots__ = ("name", "parse", "default", "doc")
     name: str
-    parse: Callable[[str, str], object]
+    parse: "Callable[[str, str], object]"
     default: object
     doc: str
 
@@ -175,12 +181,12 @@ READ: dict[str, Var] = {
 }
 
 
-def raw(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+def raw(name: str, environ: "Mapping[str, str] | None" = None) -> str | None:
     """The unparsed value, or None when unset."""
     return (os.environ if environ is None else environ).get(name)
 
 
-def get(name: str, environ: Mapping[str, str] | None = None) -> object:
+def get(name: str, environ: "Mapping[str, str] | None" = None) -> object:
     """The typed value of a variable in READ; its default when unset; EnvError when malformed."""
     var = READ[name]
     value = raw(name, environ)
@@ -304,15 +310,17 @@ def _torch_npu_installed() -> bool:
         return False
 
 
-_CONDITIONS: dict[str, Callable[[], bool]] = {"torch_npu_installed": _torch_npu_installed}
+_CONDITIONS: "dict[str, Callable[[], bool]]" = {"torch_npu_installed": _torch_npu_installed}
 
 
-def _alloc_conf_value(rule: EnvRule, env: Mapping[str, str], notes: list[str]) -> str | None:
+def _alloc_conf_value(rule: EnvRule, env: "Mapping[str, str]", notes: list[str]) -> str | None:
     """What PYTORCH_NPU_ALLOC_CONF should be set to, or None to leave it alone."""
     npu, generic = env.get("PYTORCH_NPU_ALLOC_CONF"), env.get("PYTORCH_ALLOC_CONF")
     if npu is not None and generic is not None and npu != generic:
         # torch_npu copies the NPU value over PYTORCH_ALLOC_CONF itself, so equal values are what a
         # child of a torch_npu process inherits; different ones mean two settings fight
+        from .errors import EnvError
+
         raise EnvError(
             f"PYTORCH_NPU_ALLOC_CONF={npu!r} and PYTORCH_ALLOC_CONF={generic!r} are both set and differ; "
             f"torch_npu honours only one of them on ascend: unset one (keep PYTORCH_NPU_ALLOC_CONF)"
@@ -332,7 +340,7 @@ def _alloc_conf_value(rule: EnvRule, env: Mapping[str, str], notes: list[str]) -
 
 
 def apply_platform_env(
-    platform: str, environ: MutableMapping[str, str] | None = None, *, notes: list[str] | None = None
+    platform: str, environ: "MutableMapping[str, str] | None" = None, *, notes: list[str] | None = None
 ) -> list[Change]:
     """Apply PLATFORM_ENV for `platform` to environ (default os.environ); return [(name, previous)].
 
@@ -366,7 +374,7 @@ def apply_platform_env(
     return changes
 
 
-def undo(changes: list[Change], environ: MutableMapping[str, str] | None = None) -> None:
+def undo(changes: list[Change], environ: "MutableMapping[str, str] | None" = None) -> None:
     """Put back what apply_platform_env (or any [(name, previous)] list) changed, newest first."""
     env = os.environ if environ is None else environ
     for name, previous in reversed(changes):

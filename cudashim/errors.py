@@ -1,6 +1,8 @@
-"""The one error hierarchy. Every message names the thing, the platform and the fix."""
+"""The one error hierarchy. Every message names the thing, the platform and the fix.
 
-from __future__ import annotations
+Not imported in a shimmed start-up that goes well: the bootstrap's modules import it where they
+raise or catch, and the package re-exports these classes lazily.
+"""
 
 __all__ = [
     "CudashimError",

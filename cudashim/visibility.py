@@ -11,17 +11,18 @@ the [(name, previous)] changes for undo and the messages worth a warning.
 - cpu: nothing to reconcile (no runtime reads these variables there).
 """
 
-from __future__ import annotations
-
 import os
 
-TYPE_CHECKING = False  # typing stays out of every shimmed interpreter's start-up
+# on every ascend start-up's path: no typing, no `from __future__ import annotations`, and the
+# errors (and hardware.visible's parser) imported only where there is something to check
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import MutableMapping
 
+    from .errors import VisibilityError
+
 from . import envs
 from .envs import Change
-from .errors import VisibilityError
 
 __all__ = ["CUDA", "ASCEND", "reconcile"]
 
@@ -32,23 +33,32 @@ _WRITES = {"ascend": (ASCEND, CUDA), "nvidia": (CUDA,)}
 _MARK = "CUDASHIM_RANK_DEVICES"
 
 
-def _ids(name: str, env: MutableMapping[str, str]) -> tuple[int, ...] | None:
+def _ids(name: str, env: "MutableMapping[str, str]") -> tuple[int, ...] | None:
+    value = env.get(name)
+    if value is None:  # unset: no list to parse (visible_device_ids(None) is None)
+        return None
     from .hardware.visible import visible_device_ids
 
-    return visible_device_ids(env.get(name), name)
+    return visible_device_ids(value, name)
 
 
-def _reconcile_ascend(env: MutableMapping[str, str], notes: list[str]) -> list[tuple[str, str]]:
+def _error(message: str) -> "VisibilityError":
+    from .errors import VisibilityError
+
+    return VisibilityError(message)
+
+
+def _reconcile_ascend(env: "MutableMapping[str, str]", notes: list[str]) -> list[tuple[str, str]]:
     cuda, ascend = _ids(CUDA, env), _ids(ASCEND, env)
     for name, ids in ((ASCEND, ascend), (CUDA, cuda)):
         if ids and list(ids) != sorted(ids):
-            raise VisibilityError(
+            raise _error(
                 f"{name}={env[name]!r} is not in ascending order; on ascend CANN then hides devices "
                 f"silently: list them ascending, e.g. {','.join(map(str, sorted(ids)))!r}"
             )
     if cuda is not None and ascend is not None:
         if cuda != ascend:
-            raise VisibilityError(
+            raise _error(
                 f"CUDA_VISIBLE_DEVICES={env[CUDA]!r} and ASCEND_RT_VISIBLE_DEVICES={env[ASCEND]!r} differ; "
                 f"on ascend both name the same NPUs: set them to the same list, or unset CUDA_VISIBLE_DEVICES"
             )
@@ -62,7 +72,7 @@ def _reconcile_ascend(env: MutableMapping[str, str], notes: list[str]) -> list[t
     return []
 
 
-def _assign_rank(platform: str, env: MutableMapping[str, str]) -> list[tuple[str, str]]:
+def _assign_rank(platform: str, env: "MutableMapping[str, str]") -> list[tuple[str, str]]:
     per_rank = envs.get("CUDASHIM_DEVICES_PER_RANK", env)
     rank = envs.get("LOCAL_RANK", env)
     if per_rank is None or rank is None or platform not in _WRITES:
@@ -71,7 +81,7 @@ def _assign_rank(platform: str, env: MutableMapping[str, str]) -> list[tuple[str
     if env.get(_MARK) == mark:
         return []  # a child of a rank already narrowed: its list is this rank's slice already
     if per_rank < 1:
-        raise VisibilityError(f"CUDASHIM_DEVICES_PER_RANK={per_rank} gives a rank no device; use 1 or more, or unset it")
+        raise _error(f"CUDASHIM_DEVICES_PER_RANK={per_rank} gives a rank no device; use 1 or more, or unset it")
     from .hardware.visible import assign_visible_devices, format_visible_devices
 
     ids = assign_visible_devices(rank, per_rank, kind=platform, environ=env)
@@ -79,7 +89,8 @@ def _assign_rank(platform: str, env: MutableMapping[str, str]) -> list[tuple[str
     return [(name, value) for name in _WRITES[platform]] + [(_MARK, mark)]
 
 
-def reconcile(platform: str, environ: MutableMapping[str, str] | None = None, *, notes: list[str] | None = None) -> list[Change]:
+def reconcile(platform: str, environ: "MutableMapping[str, str] | None" = None, *,
+              notes: list[str] | None = None) -> list[Change]:
     """Settle the visible-device variables of `platform` in environ; return [(name, previous)].
 
     Raises VisibilityError (or EnvError for a malformed CUDASHIM_DEVICES_PER_RANK / LOCAL_RANK)

@@ -19,17 +19,17 @@ This folder is what `cudashim run` puts first on PYTHONPATH, so keep it to this 
 trampoline: every module here is importable top-level in every shimmed process.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
-TYPE_CHECKING = False  # typing stays out of every shimmed interpreter's start-up
+# typing, `from __future__ import annotations` and cudashim.errors stay out of every shimmed
+# interpreter's start-up (each is one more import): annotations naming typing's names are strings,
+# and the errors are imported where one is raised or caught
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Callable
 
 from .. import _on_reset, envs
-from ..errors import ConfigError, CudashimError
 
 __all__ = ["TRAMPOLINE_MARK", "bootstrap", "activate", "deactivate", "status"]
 
@@ -45,7 +45,7 @@ _RANK_VARS = ("CUDASHIM_DEVICES_PER_RANK", "LOCAL_RANK")
 class _Active:
     """What one activation did, and how to take it back (newest first)."""
 
-    def __init__(self, source: str, platform: str, reason: str, config: Any, undo: list[Callable[[], None]]):
+    def __init__(self, source: str, platform: str, reason: str, config: "Any", undo: "list[Callable[[], None]]"):
         self.source = source
         self.platform = platform
         self.reason = reason
@@ -72,7 +72,11 @@ def _flag(name: str) -> bool:
     """A boolean variable read leniently: a malformed value counts as set (it was set on purpose)."""
     try:
         return bool(envs.get(name))
-    except CudashimError:
+    except Exception as err:
+        from ..errors import CudashimError
+
+        if not isinstance(err, CudashimError):
+            raise
         return True
 
 
@@ -104,7 +108,7 @@ def _script_dir() -> str | None:
     return None
 
 
-def _on_torch(platform: str, module: Any) -> None:
+def _on_torch(platform: str, module: "Any") -> None:
     from .. import aliases
 
     aliases.install(platform)
@@ -117,7 +121,7 @@ def _uninstall_aliases() -> None:
         aliases.uninstall()
 
 
-def _undo_env(changes: list[tuple[str, str | None]]) -> Callable[[], None]:
+def _undo_env(changes: list[tuple[str, str | None]]) -> "Callable[[], None]":
     return lambda: envs.undo(changes)
 
 
@@ -174,6 +178,8 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
 
 
 def _describe(err: BaseException) -> str:
+    from ..errors import CudashimError
+
     if isinstance(err, CudashimError):
         return f"{type(err).__name__}: {err}"
     return (f"internal error {type(err).__name__}: {err} (a bug in cudashim; "
@@ -249,7 +255,7 @@ def _chain_user_sitecustomize() -> None:
         return
 
 
-def _run_sitecustomize(spec: Any) -> None:
+def _run_sitecustomize(spec: "Any") -> None:
     ours = sys.modules.get("sitecustomize")
     module = _module_from_spec(spec)
     sys.modules["sitecustomize"] = module
@@ -278,10 +284,14 @@ def activate(platform: str | None = None, *, config: str | os.PathLike[str] | No
     if envs.get("CUDASHIM_DISABLE"):
         return None
     if platform is not None and platform not in _PLATFORMS:
+        from ..errors import ConfigError
+
         raise ConfigError(f"cudashim.activate(platform={platform!r}): not a platform; use one of {', '.join(_PLATFORMS)}")
     if _active is not None:
         if platform in (None, _active.platform):
             return _active.platform
+        from ..errors import ConfigError
+
         raise ConfigError(
             f"cudashim.activate(platform={platform!r}): the shim is already active on {_active.platform}; "
             f"call cudashim.deactivate() first"
@@ -308,7 +318,7 @@ def deactivate() -> None:
         fn()
 
 
-def status() -> dict[str, Any]:
+def status() -> "dict[str, Any]":
     """What the shim did in this process (doctor, tests)."""
     a = _active
     return {

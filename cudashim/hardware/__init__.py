@@ -12,17 +12,23 @@ imports neither torch nor pynvml (NVML is loaded inside nvidia.query_nvml only).
 - physical_cores_by_numa(root=None), numa_cpus(root=None)
 - visible_device_env_name(kind=None), visible_device_ids(value, name), assign_visible_devices(...)
 
-The names resolve lazily (PEP 562): every shimmed interpreter runs detection before user code, and
-detection needs _detect and device only, not the parsers of cpu.py or ascend.py's NUMA placement.
+Detection (accelerator_kind, device_count) is defined here: every shimmed interpreter runs it before
+user code, and it needs this package and device.py only. The other names resolve lazily (PEP 562)
+from their submodules: the vendor modules, cpu.py's parsers, visible.py.
 """
-
-from __future__ import annotations
 
 import sys
 
+from .. import _on_reset  # cudashim._state.on_reset, one import fewer at start-up
+from . import device
+
+# on the start-up path of every shimmed process: no typing and no `from __future__ import
+# annotations` (each one more import); annotations naming typing's names are strings, and Kind is
+# built on first access
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from ._detect import KINDS, Kind, accelerator_kind, device_count
+    from typing import Iterable, Literal
+
     from ._errors import HardwareError
     from .ascend import NpuDevice, discover_npu_devices, npu_numa_node
     from .cpu import numa_cpus, physical_cores_by_numa
@@ -34,6 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
         visible_device_env_name,
         visible_device_ids,
     )
+
+    Kind = Literal["ascend", "nvidia", "cpu"]
 
 __all__ = [
     "KINDS",
@@ -59,7 +67,6 @@ __all__ = [
 
 # public name -> submodule defining it
 _LAZY: dict[str, str] = {
-    "KINDS": "_detect", "Kind": "_detect", "accelerator_kind": "_detect", "device_count": "_detect",
     "HardwareError": "_errors",
     "GpuDevice": "nvidia", "NvmlDevice": "nvidia", "discover_gpus": "nvidia", "query_nvml": "nvidia",
     "NpuDevice": "ascend", "discover_npu_devices": "ascend", "npu_numa_node": "ascend",
@@ -70,6 +77,11 @@ _LAZY: dict[str, str] = {
 
 
 def __getattr__(name: str) -> object:
+    if name == "Kind":
+        from typing import Literal
+
+        kind = globals()["Kind"] = Literal["ascend", "nvidia", "cpu"]
+        return kind
     sub = _LAZY.get(name)
     if sub is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -82,3 +94,82 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Detection: which accelerator this machine has, answered from the file system alone, cached per root.
+
+KINDS: tuple[str, ...] = ("ascend", "nvidia", "cpu")
+
+# resolved root -> kind; devices are not hot-plugged under a running program, so one answer per
+# process is right, and the bootstrap asks more than once
+_kind_cache: "dict[str, Kind]" = {}
+
+
+@_on_reset
+def _clear() -> None:
+    _kind_cache.clear()
+
+
+# The /dev rules of ascend.is_available and nvidia.is_available, defined here (and used there) so that
+# detection decides from the /dev listing alone when it is certain, without importing a vendor module
+# (a machine with an accelerator is the machine users run on). Only the other sources of each verdict,
+# Ascend's ubcore entries and NVIDIA's procfs bus ids, need the vendor module's parsing.
+def _ascend_node_listed(dev_names: "Iterable[str]") -> bool:
+    """/dev/davinci_manager or a /dev/davinciN."""
+    return any(n == "davinci_manager" or device.numbered(n, "davinci") is not None
+               for n in dev_names if n.startswith("davinci"))
+
+
+def _nvidia_node_listed(dev_names: "Iterable[str]") -> bool:
+    """A /dev/nvidiaN (nvidiactl, nvidia-uvm... are not GPUs)."""
+    return any(device.numbered(n, "nvidia") is not None for n in dev_names if n.startswith("nvidia"))
+
+
+def accelerator_kind(root: str | None = None) -> "Kind":
+    """'ascend' | 'nvidia' | 'cpu'. Ascend is checked first: a box with both drivers is an Ascend box
+    (the NVIDIA driver there is incidental, and the Ascend probe is the cheaper miss elsewhere)."""
+    key = device.resolve_root(root)
+    kind = _kind_cache.get(key)
+    if kind is None:
+        dev_names = device.list_dir(device.join(key, "/dev"))  # both probes need it: list it once
+        kind = "cpu"
+        if _ascend_node_listed(dev_names):
+            kind = "ascend"
+        elif any(n.startswith("udma") for n in device.list_dir(device.join(key, "/sys/class/ubcore"))):
+            from . import ascend  # whether a ubcore entry is live takes reading its unit count
+
+            if ascend.is_available(key, dev_names):
+                kind = "ascend"
+        if kind == "cpu":
+            if _nvidia_node_listed(dev_names):
+                kind = "nvidia"
+            elif device.list_dir(device.join(key, "/proc/driver/nvidia/gpus")):
+                from . import nvidia  # whether an entry is a GPU takes parsing its bus id
+
+                if nvidia.is_available(key, dev_names):
+                    kind = "nvidia"
+        _kind_cache[key] = kind
+    return kind
+
+
+def device_count(kind: str | None = None, root: str | None = None) -> int:
+    """How many devices of `kind` (default: the detected one) the tree shows; 0 for cpu.
+
+    Counts come from the file system only (no npu-smi, no NVML), so this is as cheap as detection.
+    """
+    kind = accelerator_kind(root) if kind is None else kind
+    if kind == "ascend":
+        from . import ascend
+
+        entries = ascend.ubcore_entries(root)
+        return len(entries) if entries else len(ascend.davinci_indices(root))
+    if kind == "nvidia":
+        from . import nvidia
+
+        return len(nvidia.proc_bus_ids(root)) or len(nvidia.device_node_indices(root))
+    if kind == "cpu":
+        return 0
+    from ._errors import HardwareError  # imported to raise: detection's path never needs it
+
+    raise HardwareError(f"unknown accelerator kind {kind!r}; use one of {', '.join(KINDS)}")

@@ -13,10 +13,10 @@ NUMA placement, best source first:
 
 from __future__ import annotations
 
-from . import device
+from . import _ascend_node_listed, device
 
-# is_available() runs in every shimmed process before user code (detection): this module imports no
-# re, typing or cpu.py at import. NpuDevice (a typing.NamedTuple) is built on first use, and cpu.py
+# is_available() runs before user code where detection sees live-looking ubcore entries and no
+# davinci node: this module imports no re, typing or cpu.py at import. NpuDevice (a typing.NamedTuple) is built on first use, and cpu.py
 # (lscpu parsing) is imported by the functions that place devices on NUMA nodes.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
@@ -116,8 +116,7 @@ def is_available(root: str | None = None, dev_names: Sequence[str] | None = None
     root = device.resolve_root(root)
     if dev_names is None:
         dev_names = device.list_dir(device.join(root, "/dev"))
-    if any(n == "davinci_manager" or device.numbered(n, "davinci") is not None
-           for n in dev_names if n.startswith("davinci")):
+    if _ascend_node_listed(dev_names):  # the package's rule: detection applies it without this module
         return True
     base = device.join(root, _UBCORE)
     for name in device.list_dir(base):

@@ -13,13 +13,13 @@ Probes return ``None`` for "absent": a missing file, an unreadable one, garbage 
 binary, a non-zero exit or a timeout all read the same. Nothing here raises for bad hardware data.
 """
 
-from __future__ import annotations
-
 import os
 
 from .. import envs
 
-TYPE_CHECKING = False  # typing stays off the start-up path (detection runs in every shimmed process)
+# typing and `from __future__ import annotations` (each one more import) stay off the start-up path
+# (detection runs in every shimmed process): annotations naming typing's names are strings
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Sequence
 
@@ -136,7 +136,7 @@ def find_executable(name: str, root: str | None = None) -> str | None:
     return None
 
 
-def run_command(argv: Sequence[str], timeout: float, root: str | None = None) -> str | None:
+def run_command(argv: "Sequence[str]", timeout: float, root: str | None = None) -> str | None:
     """stdout of argv[0] (resolved by find_executable) with the rest as arguments, or None.
 
     None when the binary is missing, cannot be started, exits non-zero, or outlives `timeout`

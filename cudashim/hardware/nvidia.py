@@ -9,10 +9,11 @@ longer takes effect) is never created. `pynvml` is imported inside the one funct
 from __future__ import annotations
 
 from .._record import Record
-from . import device
+from . import _nvidia_node_listed, device
 
-# detection imports this module in every shimmed process before user code: no re, dataclasses or
-# typing at import (the parsers below are string code; records are Record; hints are strings)
+# detection imports this module before user code where /dev has no nvidiaN but procfs lists entries:
+# no re, dataclasses or typing at import (the parsers below are string code; records are Record;
+# hints are strings)
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Callable, Sequence
@@ -107,13 +108,17 @@ def device_node_indices(root: str | None = None) -> tuple[int, ...]:
 
 
 def is_available(root: str | None = None, dev_names: Sequence[str] | None = None) -> bool:
-    """Any GPU in procfs or /dev (dev_names: the /dev listing when the caller already has it)."""
+    """Any GPU in procfs or /dev (dev_names: the /dev listing when the caller already has it).
+
+    The /dev rule is the package's (cudashim.hardware._nvidia_node_listed): detection applies it
+    without importing this module.
+    """
     root = device.resolve_root(root)
     if proc_bus_ids(root):
         return True
     if dev_names is None:
         dev_names = device.list_dir(device.join(root, "/dev"))
-    return any(device.numbered(n, "nvidia") is not None for n in dev_names if n.startswith("nvidia"))
+    return _nvidia_node_listed(dev_names)
 
 
 def pci_numa_node(bus_id: str, root: str | None = None) -> int | None:

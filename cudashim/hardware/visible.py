@@ -4,17 +4,17 @@ Pure functions of their arguments (plus detection when no kind is given): writin
 into the environment, and reconciling CUDA_ with ASCEND_RT_, is the activation layer's job.
 """
 
-from __future__ import annotations
-
 import os
 
-from ..errors import VisibilityError
-from ._detect import KINDS, accelerator_kind, device_count
-from ._errors import HardwareError
+from . import KINDS, accelerator_kind, device_count
 
-TYPE_CHECKING = False  # imported by the bootstrap when visible-device variables are set: no typing
+# imported by the bootstrap when visible-device variables are set: no typing, no `from __future__
+# import annotations`, and the error classes only when one is raised (each is one more import)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Mapping, Sequence
+
+    from ..errors import VisibilityError
 
 __all__ = [
     "ENV_NAMES",
@@ -34,12 +34,20 @@ ENV_NAMES: dict[str, str] = {
 _NONE = ("", "-1")
 
 
+def _error(message: str) -> "VisibilityError":
+    from ..errors import VisibilityError
+
+    return VisibilityError(message)
+
+
 def visible_device_env_name(kind: str | None = None, root: str | None = None) -> str:
     """The variable the runtime of `kind` (default: the detected accelerator) reads."""
     kind = accelerator_kind(root) if kind is None else kind
     try:
         return ENV_NAMES[kind]
     except KeyError:
+        from ._errors import HardwareError
+
         raise HardwareError(f"unknown accelerator kind {kind!r}; use one of {', '.join(KINDS)}") from None
 
 
@@ -58,28 +66,28 @@ def visible_device_ids(value: str | None, name: str = "CUDA_VISIBLE_DEVICES") ->
     for position, item in enumerate(value.split(",")):
         entry = item.strip()
         if not entry:
-            raise VisibilityError(
+            raise _error(
                 f"{name}={value!r} has an empty entry at position {position}; "
                 f"write comma-separated device indices such as '0,1' ('' or '-1' for none)"
             )
         if entry.startswith("-") and entry[1:].isascii() and entry[1:].isdigit():
-            raise VisibilityError(
+            raise _error(
                 f"{name}={value!r} contains the negative id {entry}; "
                 f"device indices are >= 0 (use '' or '-1' alone to hide every device)"
             )
         if not (entry.isascii() and entry.isdigit()):
-            raise VisibilityError(
+            raise _error(
                 f"{name}={value!r} contains {entry!r}, which is not a device index; cudashim accepts "
                 f"integer indices only (not UUIDs or names): use e.g. '0,1'"
             )
         n = int(entry)
         if n in ids:
-            raise VisibilityError(f"{name}={value!r} lists device {n} twice; list each device once")
+            raise _error(f"{name}={value!r} lists device {n} twice; list each device once")
         ids.append(n)
     return tuple(ids)
 
 
-def format_visible_devices(ids: Sequence[int]) -> str:
+def format_visible_devices(ids: "Sequence[int]") -> str:
     """The value to write for ids: '0,1'; '' hides every device."""
     return ",".join(str(i) for i in ids)
 
@@ -87,11 +95,11 @@ def format_visible_devices(ids: Sequence[int]) -> str:
 def assign_visible_devices(
     local_rank: int,
     per_rank: int,
-    available: Sequence[int] | None = None,
+    available: "Sequence[int] | None" = None,
     *,
     kind: str | None = None,
     root: str | None = None,
-    environ: Mapping[str, str] | None = None,
+    environ: "Mapping[str, str] | None" = None,
 ) -> tuple[int, ...]:
     """The `per_rank` consecutive devices of rank `local_rank`, taken from `available`.
 
@@ -99,9 +107,9 @@ def assign_visible_devices(
     every device of the tree. Raises VisibilityError when the rank's slice runs past them.
     """
     if isinstance(local_rank, bool) or not isinstance(local_rank, int) or local_rank < 0:
-        raise VisibilityError(f"LOCAL_RANK={local_rank!r} is not a rank; use an integer >= 0")
+        raise _error(f"LOCAL_RANK={local_rank!r} is not a rank; use an integer >= 0")
     if isinstance(per_rank, bool) or not isinstance(per_rank, int) or per_rank < 1:
-        raise VisibilityError(
+        raise _error(
             f"CUDASHIM_DEVICES_PER_RANK={per_rank!r} is not a device count; use an integer >= 1"
         )
     kind = accelerator_kind(root) if kind is None else kind
@@ -113,7 +121,7 @@ def assign_visible_devices(
     start, stop = local_rank * per_rank, (local_rank + 1) * per_rank
     if stop > len(available):
         shown = format_visible_devices(available) or "none"
-        raise VisibilityError(
+        raise _error(
             f"LOCAL_RANK={local_rank} with {per_rank} device(s) per rank needs devices #{start}..#{stop - 1} "
             f"but only {len(available)} are available on {kind} ({name}: {shown}); "
             f"lower CUDASHIM_DEVICES_PER_RANK or start fewer ranks per node"

@@ -5,15 +5,15 @@
     when_imported(name, cb)      cb(module) right after `name` loads, or at once if it is loaded
     original("X:f")              the object X.f was before the shim patched it
     status()                     one dict per active patch: target, replacement, source, state, rebound
+    PACKS, PLATFORM_MODE         the built-in patch packs, as data (below); pack_of(target)
 
 install() runs in the bootstrap of every shimmed interpreter, and most programs never import a patch
 target: so when no target is loaded yet it only hands the import hook the module names to watch
 (defer), and the records and the registry (_patch) load when one of those modules is first looked up,
 or when any function here other than when_imported() is called. What a caller sees is the same as
-an install done at once; what a `python -c pass` pays is the hook and the pack table.
+an install done at once; what a `python -c pass` pays is the hook and the pack table (which lives here for that reason: a
+module of its own was one more import, ~0.1 ms, of every shimmed start-up).
 """
-
-from __future__ import annotations
 
 import _thread
 import sys
@@ -21,9 +21,10 @@ import sys
 from .. import _on_reset, envs
 from ..config import Config
 from . import _hook
-from .packs import PACKS, PLATFORM_MODE
 
-# no importlib, threading or typing here: this package loads in every shimmed interpreter's start-up
+# no importlib, threading, typing or `from __future__ import annotations` here (each one more
+# import): this package loads in every shimmed interpreter's start-up; hints naming typing's or
+# lazily loaded names are strings
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from types import ModuleType
@@ -42,7 +43,57 @@ __all__ = [
     "plan",
     "PatchError",
     "StandInAttributeError",
+    "PACKS",
+    "PLATFORM_MODE",
+    "ALWAYS",
+    "ABSENT_ONLY",
+    "pack_of",
 ]
+
+# ---------------------------------------------------------------------------------------------------
+# Built-in patch packs, as data: CUDA-only symbols the shim knows how to replace.
+#
+# A pack is switched off as a whole by naming it in `disable` (config) or CUDASHIM_DISABLE_PATCHES;
+# a single target by naming its "module:symbol".
+# On `nvidia` a built-in patch applies only where its target module is not installed (the real
+# kernel wins); on `cpu` and `ascend` it always applies.
+
+_FA = "cudashim.npu_ops.flash_attn"
+
+PACKS: dict[str, dict[str, str]] = {
+    "flash_attn": {
+        "flash_attn:flash_attn_func": f"{_FA}:flash_attn_func",
+        "flash_attn:flash_attn_varlen_func": f"{_FA}:flash_attn_varlen_func",
+        "flash_attn:flash_attn_with_kvcache": f"{_FA}:flash_attn_with_kvcache",
+        "flash_attn.flash_attn_interface:flash_attn_func": f"{_FA}:flash_attn_func",
+        "flash_attn.flash_attn_interface:flash_attn_varlen_func": f"{_FA}:flash_attn_varlen_func",
+        "flash_attn.flash_attn_interface:flash_attn_with_kvcache": f"{_FA}:flash_attn_with_kvcache",
+    },
+    "flash_attn_cute": {
+        "flash_attn.cute.interface:_flash_attn_fwd": "cudashim.npu_ops.flash_attn_cute:_flash_attn_fwd",
+    },
+    "deep_select": {
+        "deep_select.interface:topk": "cudashim.npu_ops.deep_select:topk",
+    },
+}
+
+ALWAYS = "always"
+ABSENT_ONLY = "absent-only"
+
+# platform -> when a built-in patch applies
+PLATFORM_MODE: dict[str, str] = {"ascend": ALWAYS, "cpu": ALWAYS, "nvidia": ABSENT_ONLY}
+
+
+def pack_of(target: str) -> str | None:
+    """The built-in pack holding `target`, or None."""
+    for name, mapping in PACKS.items():
+        if target in mapping:
+            return name
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The patch API. The registry (_patch) does the work; it loads when first needed (see the docstring).
 
 when_imported = _hook.when_imported
 
@@ -52,7 +103,7 @@ _deferred: tuple[Config, str, bool] | None = None
 _IMPL = "cudashim.patches._patch"
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     if name in ("PatchError", "Patch", "MISSING"):  # defined with the records, loaded on first use
         from . import _patch
 
@@ -64,7 +115,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _platform_name(platform: Any) -> str:
+def _platform_name(platform: "Any") -> str:
     name = platform if isinstance(platform, str) else getattr(platform, "name", None)
     if name not in PLATFORM_MODE:
         from ..errors import ConfigError
@@ -95,7 +146,7 @@ def _realize() -> None:
         _hook.undefer()
 
 
-def _impl() -> ModuleType:
+def _impl() -> "ModuleType":
     """The registry, with a deferred install carried out first."""
     _realize()
     from . import _patch
@@ -103,7 +154,7 @@ def _impl() -> ModuleType:
     return _patch
 
 
-def install(config: Config | None, platform: Any) -> None:
+def install(config: Config | None, platform: "Any") -> None:
     """Activate built-in packs and the config's patches for `platform`. Idempotent; re-install replaces."""
     global _deferred
     config = config if config is not None else Config()
@@ -143,19 +194,19 @@ def installed() -> bool:
     return _deferred is not None or (impl is not None and impl.installed())
 
 
-def plan(config: Config, platform: Any) -> list[tuple[Any, str]]:
+def plan(config: Config, platform: "Any") -> "list[tuple[Any, str]]":
     """The patches active on `platform`: (entry, mode) for built-in packs, then config (which wins)."""
     from . import _patch
 
     return _patch.plan(config, platform)
 
 
-def original(target: str) -> Any:
+def original(target: str) -> "Any":
     """What "module:symbol" was before the shim patched it (imports the module if needed)."""
     return _impl().original(target)
 
 
-def status() -> list[dict[str, Any]]:
+def status() -> "list[dict[str, Any]]":
     """One dict per active patch: target, replacement, source, platform, state, resolved, rebound."""
     return _impl().status()
 

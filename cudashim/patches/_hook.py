@@ -7,13 +7,12 @@ the real spec, then wraps the loader so that callbacks run right after the modul
 When no finder knows a watched module and a stand-in factory is registered, the factory's spec wins.
 """
 
-from __future__ import annotations
-
 import _thread
 import sys
 
 # The bootstrap installs this finder in every shimmed interpreter before user code: no threading,
-# dataclasses or typing at import (_thread's RLock and _local are what threading hands out anyway).
+# dataclasses, typing or `from __future__ import annotations` at import (_thread's RLock and _local
+# are what threading hands out anyway; annotations naming typing's names are strings).
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from importlib.machinery import ModuleSpec
@@ -43,13 +42,13 @@ class _Watch:
 _watched: dict[str, _Watch] = {}
 _lock = _thread.RLock()
 _local = _thread._local()  # per-thread set of names being looked up (re-entrancy guard)
-_realize: Callable[[], None] | None = None  # sets up the deferred watches (defer())
+_realize: "Callable[[], None] | None" = None  # sets up the deferred watches (defer())
 
 
 class _Finder:
     """Asked first for every import; O(1) "not mine" for modules nobody watches."""
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+    def find_spec(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "ModuleSpec | None":
         watch = _watched.get(fullname)
         if watch is None:
             return None
@@ -80,7 +79,7 @@ class _Finder:
             spec.loader = _Loader(spec.loader, fullname)
         return spec
 
-    def _find_behind(self, fullname: str, path: Any, target: Any) -> ModuleSpec | None:
+    def _find_behind(self, fullname: str, path: "Any", target: "Any") -> "ModuleSpec | None":
         finders = list(sys.meta_path)
         try:
             finders = finders[finders.index(self) + 1 :]
@@ -102,7 +101,7 @@ class _Finder:
         return "<cudashim patch finder>"
 
 
-def _namespace_loader(spec: ModuleSpec) -> Any:
+def _namespace_loader(spec: "ModuleSpec") -> "Any":
     import importlib.machinery as machinery
 
     cls = getattr(machinery, "NamespaceLoader", None)
@@ -118,18 +117,18 @@ def _namespace_loader(spec: ModuleSpec) -> Any:
 class _Loader:
     """Delegates to the real loader; after exec_module runs the callbacks watching the module."""
 
-    def __init__(self, loader: Any, name: str) -> None:
+    def __init__(self, loader: "Any", name: str) -> None:
         self._loader = loader
         self._name = name
 
-    def __getattr__(self, attr: str) -> Any:  # get_data, get_filename, is_package, get_source...
+    def __getattr__(self, attr: str) -> "Any":  # get_data, get_filename, is_package, get_source...
         return getattr(self._loader, attr)
 
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+    def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
         create = getattr(self._loader, "create_module", None)
         return create(spec) if create is not None else None
 
-    def exec_module(self, module: ModuleType) -> None:
+    def exec_module(self, module: "ModuleType") -> None:
         # the module's own code (and anyone inspecting it later) sees the real loader, not us
         spec = getattr(module, "__spec__", None)
         if spec is not None and spec.loader is self:
@@ -153,7 +152,7 @@ def installed() -> bool:
     return FINDER in sys.meta_path
 
 
-def fire(name: str, module: ModuleType) -> None:
+def fire(name: str, module: "ModuleType") -> None:
     """Run the callbacks watching `name` (once-callbacks are consumed). Errors surface after all ran."""
     with _lock:
         watch = _watched.get(name)
@@ -173,7 +172,7 @@ def fire(name: str, module: ModuleType) -> None:
         raise error
 
 
-def when_imported(module_name: str, callback: Callback) -> None:
+def when_imported(module_name: str, callback: "Callback") -> None:
     """Call callback(module) right after `module_name` finishes loading, or at once if it is loaded."""
     with _lock:
         module = sys.modules.get(module_name)
@@ -184,7 +183,7 @@ def when_imported(module_name: str, callback: Callback) -> None:
     callback(module)
 
 
-def watch(module_name: str, on_load: Callback | None = None, standin: StandinFactory | None = None) -> None:
+def watch(module_name: str, on_load: "Callback | None" = None, standin: "StandinFactory | None" = None) -> None:
     """Persistent watch (patches): on_load on every load; standin when no finder knows the module."""
     with _lock:
         w = _watched.setdefault(module_name, _Watch())
@@ -195,7 +194,7 @@ def watch(module_name: str, on_load: Callback | None = None, standin: StandinFac
         _ensure_finder()
 
 
-def defer(names: Iterable[str], realize: Callable[[], None]) -> None:
+def defer(names: "Iterable[str]", realize: "Callable[[], None]") -> None:
     """Placeholder watches: the first lookup of any of `names` calls realize() before answering.
 
     realize() must register the real watches (watch()) and then call undefer(). The patches' records

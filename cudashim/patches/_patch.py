@@ -15,7 +15,7 @@ from .. import envs
 from ..config import Config, PatchEntry
 from ..errors import ConfigError, CudashimError
 from . import _hook
-from .packs import ALWAYS, PACKS, PLATFORM_MODE
+from . import ALWAYS, PACKS, PLATFORM_MODE
 
 # no importlib, threading or typing here: this loads in a shimmed interpreter as soon as a watched
 # module is looked up; _apply/_standin (applying patches, stand-in modules) load when a target does
@@ -51,7 +51,7 @@ class Patch:
                  replacement: Any = MISSING, state: str = "pending", module: ModuleType | None = None,
                  rebound: list[str] | None = None) -> None:
         self.entry = entry
-        self.mode = mode  # packs.ALWAYS | packs.ABSENT_ONLY
+        self.mode = mode  # ALWAYS | ABSENT_ONLY (the package's pack table)
         self.platform = platform
         self.original = original
         self.replacement = replacement

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..config import PLATFORMS, Config, load_config
 from ..errors import CudashimError
-from .packs import ABSENT_ONLY
+from . import ABSENT_ONLY
 
 __all__ = ["main", "rows"]
 

@@ -338,7 +338,7 @@ def test_reload_of_target_is_patched_again(shim: Run) -> None:
 def test_builtin_packs_resolve_to_npu_ops_on_cpu(shim: Run) -> None:
     """Every built-in target, stood in on cpu, hands out exactly the object its pack names."""
     out = shim("""
-        from cudashim.patches.packs import PACKS
+        from cudashim.patches import PACKS
         patches.install(cfg(), "cpu")
         n = 0
         for pack, mapping in PACKS.items():

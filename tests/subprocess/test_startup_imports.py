@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,8 +82,65 @@ def test_bootstrap_imports_nothing_heavy(shim, case):
     if case in ("detected cpu", "cudashim run"):
         # detection on a machine with neither vendor's devices reads no vendor module (cheap checks
         # of /dev, ubcore and procfs names rule both out first)
-        assert "cudashim.hardware._detect" in got["new"]
-        assert not {"cudashim.hardware.ascend", "cudashim.hardware.nvidia"} & set(got["new"])
+        assert "cudashim.hardware" in got["new"]
+        assert not set(_VENDORS) & set(got["new"])
+    # the error classes load where one is raised or caught: a start-up that goes well needs none
+    assert "cudashim.errors" not in got["new"]
+
+
+_VENDORS = ("cudashim.hardware.ascend", "cudashim.hardware.nvidia")
+_TREES = Path(__file__).resolve().parents[1] / "fixtures" / "trees"
+
+
+def _nodes(root: Path, *names: str) -> Path:
+    (root / "dev").mkdir(parents=True)
+    for name in names:
+        (root / "dev" / name).write_text("")
+    return root
+
+
+@pytest.mark.parametrize("tree,kind", [
+    ("nvidia nodes", "nvidia"),  # /dev/nvidia0 + nvidiactl, nothing else
+    ("davinci nodes", "ascend"),  # /dev/davinci0 + davinci_manager, nothing else
+    ("h200x8", "nvidia"),  # procfs bus ids too: the /dev nodes already decide
+    ("ascend910b", "ascend"),
+    ("both_drivers", "ascend"),
+])
+def test_device_nodes_decide_without_the_vendor_modules(shim, tmp_path, tree, kind):
+    """Where a /dev node of a vendor exists, detection is certain from the /dev listing: the bootstrap
+    imports neither vendor module (the machines users run on, with an accelerator, pay no more
+    than a laptop), and still says the right platform."""
+    if tree == "nvidia nodes":
+        root = _nodes(tmp_path, "nvidia0", "nvidiactl")
+    elif tree == "davinci nodes":
+        root = _nodes(tmp_path, "davinci0", "davinci_manager")
+    else:
+        root = _TREES / tree
+    got = _probe(shim, shim.env(CUDASHIM_SYSROOT=str(root)))
+    st = got["status"]
+    assert st["active"] and st["platform"] == kind, st
+    assert not set(_VENDORS) & set(got["new"])
+    assert sorted(set(got["new"]) & set(HEAVY)) == []
+
+
+@pytest.mark.parametrize("tree,kind,vendor", [
+    ("procfs only", "nvidia", "cudashim.hardware.nvidia"),  # bus ids, no /dev/nvidiaN
+    ("procfs garbage", "cpu", "cudashim.hardware.nvidia"),  # an entry that is not a bus id
+    ("ascend950x8", "ascend", "cudashim.hardware.ascend"),  # ubcore entries only
+])
+def test_uncertain_cases_ask_the_vendor_module(shim, tmp_path, tree, kind, vendor):
+    """The control: where only the vendor's parsing can tell (procfs bus ids, live ubcore entries),
+    detection imports that module, and the probe sees it."""
+    if tree.startswith("procfs"):
+        root = _nodes(tmp_path, "nvidiactl")
+        name = "0000:18:00.0" if tree == "procfs only" else "not-a-bus-id"
+        (root / "proc" / "driver" / "nvidia" / "gpus" / name).mkdir(parents=True)
+    else:
+        root = _TREES / tree
+    got = _probe(shim, shim.env(CUDASHIM_SYSROOT=str(root)))
+    assert got["status"]["active"] and got["status"]["platform"] == kind, got["status"]
+    assert vendor in got["new"]
+    assert sorted(set(got["new"]) & set(HEAVY)) == []
 
 
 def test_rank_variables_bring_visibility_on_cpu(shim):
