@@ -24,12 +24,13 @@ import sys
 
 # typing, `from __future__ import annotations` and cudashim.errors stay out of every shimmed
 # interpreter's start-up (each is one more import): annotations naming typing's names are strings,
-# and the errors are imported where one is raised or caught
+# and the errors are imported where one is raised or caught. cudashim.envs is imported where it is
+# used: activation needs it (config imports it anyway), a start-up under CUDASHIM_DISABLE=1 does not.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Callable
 
-from .. import _on_reset, envs
+from .. import _on_reset
 
 __all__ = ["TRAMPOLINE_MARK", "bootstrap", "activate", "deactivate", "status"]
 
@@ -70,6 +71,10 @@ _chained: str | None = None  # origin of the user's sitecustomize we ran
 
 def _flag(name: str) -> bool:
     """A boolean variable read leniently: a malformed value counts as set (it was set on purpose)."""
+    if name not in os.environ:
+        return False  # what envs.get gives: every flag read here defaults to off (tested)
+    from .. import envs
+
     try:
         return bool(envs.get(name))
     except Exception as err:
@@ -78,6 +83,18 @@ def _flag(name: str) -> bool:
         if not isinstance(err, CudashimError):
             raise
         return True
+
+
+def _disabled() -> bool:
+    """CUDASHIM_DISABLE as envs.get reads it (EnvError when malformed). Unset and "1", the value the
+    documentation gives, are answered without importing envs: that start-up only chains the user's
+    sitecustomize, and envs (its tables) would be most of what it pays."""
+    value = os.environ.get("CUDASHIM_DISABLE")
+    if value is None or value == "1":
+        return value is not None
+    from .. import envs
+
+    return bool(envs.get("CUDASHIM_DISABLE"))
 
 
 def _trace(msg: str) -> None:
@@ -99,6 +116,8 @@ def _warn(msg: str, stacklevel: int | None = None) -> None:
 def _script_dir() -> str | None:
     """Where the config search starts: pinned by `cudashim run` for the whole process tree, else
     the folder of the script this interpreter runs (sys.argv[0]; '-c'/'-m' and embedders have none)."""
+    from .. import envs
+
     pinned = envs.raw("CUDASHIM_SCRIPT_DIR")
     if pinned:
         return pinned
@@ -122,6 +141,8 @@ def _uninstall_aliases() -> None:
 
 
 def _undo_env(changes: list[tuple[str, str | None]]) -> "Callable[[], None]":
+    from .. import envs
+
     return lambda: envs.undo(changes)
 
 
@@ -135,6 +156,7 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
     undo: list[Callable[[], None]] = []
     notes: list[str] = []
     try:
+        from .. import envs
         from ..config import load_config, resolve_platform_name
 
         config = load_config(start=script_dir or None, path=config_path or None)
@@ -198,7 +220,7 @@ def bootstrap() -> None:
     _bootstrap_runs += 1
     strict = _flag("CUDASHIM_STRICT")
     try:
-        if envs.get("CUDASHIM_DISABLE"):
+        if _disabled():
             _trace("bootstrap disabled (CUDASHIM_DISABLE)")
         elif _active is None:
             _active = _activate("bootstrap", script_dir=_script_dir())
@@ -281,7 +303,7 @@ def activate(platform: str | None = None, *, config: str | os.PathLike[str] | No
     allocator settings may already be frozen) and installs what still helps: patches and aliases.
     """
     global _active
-    if envs.get("CUDASHIM_DISABLE"):
+    if _disabled():
         return None
     if platform is not None and platform not in _PLATFORMS:
         from ..errors import ConfigError

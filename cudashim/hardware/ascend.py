@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from . import _ascend_node_listed, device
 
-# is_available() runs before user code where detection sees live-looking ubcore entries and no
-# davinci node: this module imports no re, typing or cpu.py at import. NpuDevice (a typing.NamedTuple) is built on first use, and cpu.py
-# (lscpu parsing) is imported by the functions that place devices on NUMA nodes.
+# is_available() runs before user code where detection sees udma entries under ubcore and no davinci
+# node: this module imports no re, typing or cpu.py at import. NpuDevice (a typing.NamedTuple) is
+# built on first use, and cpu.py (lscpu parsing) is imported by the functions that place devices on
+# NUMA nodes.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Mapping, NamedTuple, Sequence

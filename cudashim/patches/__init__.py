@@ -11,8 +11,8 @@ install() runs in the bootstrap of every shimmed interpreter, and most programs 
 target: so when no target is loaded yet it only hands the import hook the module names to watch
 (defer), and the records and the registry (_patch) load when one of those modules is first looked up,
 or when any function here other than when_imported() is called. What a caller sees is the same as
-an install done at once; what a `python -c pass` pays is the hook and the pack table (which lives here for that reason: a
-module of its own was one more import, ~0.1 ms, of every shimmed start-up).
+an install done at once; what a `python -c pass` pays is the hook and the pack table (which lives
+here for that reason: a module of its own was one more import, ~0.1 ms, of every shimmed start-up).
 """
 
 import _thread

@@ -169,3 +169,23 @@ def test_a_config_file_is_what_brings_tomllib(shim, tmp_path):
     got = _probe(shim, shim.env(CUDASHIM_CONFIG=str(tmp_path / "cudashim.toml")))
     assert got["status"]["config"] == str(tmp_path / "cudashim.toml")
     assert {"tomllib", "pathlib"} <= set(got["new"])
+
+
+@pytest.mark.parametrize("value,active", [("1", False), ("true", False), (" On", False), ("0", True), ("", True)])
+def test_disabled_start_up_imports_only_what_chaining_needs(shim, value, active):
+    """CUDASHIM_DISABLE=1 (the documented value) makes the trampoline chain the user's sitecustomize
+    and nothing else: cudashim and cudashim._bootstrap load, not even envs. Other spellings are read
+    by envs as before (and switch the shim off or on alike)."""
+    got = _probe(shim, shim.env(CUDASHIM_DISABLE=value))
+    st = got["status"]
+    assert st["active"] is active and st["bootstrap_runs"] == 1, st
+    if value == "1":
+        assert sorted(m for m in got["new"] if m.startswith("cudashim")) == ["cudashim", "cudashim._bootstrap"]
+
+
+def test_flags_read_before_envs_default_to_off():
+    """The bootstrap answers an unset flag without importing envs: that answer must be envs' default."""
+    from cudashim import envs
+
+    for name in ("CUDASHIM_DISABLE", "CUDASHIM_STRICT", "CUDASHIM_DEBUG"):
+        assert envs.READ[name].default is False, name
