@@ -84,7 +84,9 @@ def _has_tool_section(pyproject: str) -> bool:
 def _search(start: str | os.PathLike[str] | None) -> str | None:
     """The first config file from `start` upward, then from the working directory upward."""
     roots = [os.path.realpath(os.fspath(start))] if start is not None else []
-    roots.append(os.path.realpath(os.getcwd()))
+    # getcwd() is already free of symlinks (POSIX), so realpath would hand it back unchanged; it is
+    # pure-Python and its first call in a process costs more than the search itself
+    roots.append(os.getcwd())
     seen: set[str] = set()
     for folder in roots:
         while folder not in seen:

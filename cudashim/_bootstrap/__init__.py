@@ -270,7 +270,9 @@ def _chain_user_sitecustomize() -> None:
             spec = _PathFinder.find_spec("sitecustomize", [entry])
         except (ImportError, OSError, ValueError):
             continue
-        if spec is None or spec.origin is None or spec.loader is None or _is_trampoline(spec.origin):
+        # the running trampoline (`loaded`, read above) is not read twice
+        if (spec is None or spec.origin is None or spec.loader is None or spec.origin == loaded
+                or _is_trampoline(spec.origin)):
             continue
         _chained = spec.origin
         _run_sitecustomize(spec)
