@@ -10,10 +10,13 @@ Paged KV, the rule (`paged_mode`; every input to it is a shape, a dtype or a hos
 on the device, so a step captured in a CUDA graph replays the same path). Our Triton kernels run only
 on real CUDA tensors, with triton installed, for fp16/bf16, power-of-two head_dim, no ALiBi/softcap/
 dropout:
-- one query per sequence (decode) -> `_paged_decode_triton`, split-KV, reads pages in place; on an H200
-  faster than the flash kernel on contiguous tensors at every benchmarked decode shape. `fast_decode`
-  serves the engines' hot call with the fewest host-side operations (outside a CUDA graph the decode
-  step is bound by launch cost, not by the GPU).
+- one query per sequence (decode) -> `_paged_decode_triton`, split-KV, reads pages in place, one
+  launch per step; on an H200 faster than the flash kernel on contiguous tensors at every benchmarked
+  decode shape.
+`fast_decode` and `fast_varlen` serve the engines' two hot calls (decode, prefill) with the fewest
+host-side operations, before any `Attn` is built: at small batches a step outside a CUDA graph is
+bound by host time, not by the GPU. Our Triton kernels launch through `_triton_launch.FastLaunch`
+(the JIT's per-call binding done once per key) for the same reason.
 - more queries, no sliding window -> `_paged_prefill_triton`, flash-attention forward that looks each
   key tile's page up (H200, GPU time: 1.03-1.16x the speed of the flash kernel on unpaged K/V at
   the benchmarked shapes; eager calls also pay one Triton launch on the host).
@@ -36,7 +39,7 @@ import torch
 from ._core import Attn
 from ._varlen import blocks_needed, cu_from_lengths
 
-__all__ = ["why_not", "attend", "paged_mode", "fast_decode"]
+__all__ = ["why_not", "attend", "paged_mode", "fast_decode", "fast_varlen"]
 
 
 def _op():
@@ -157,32 +160,88 @@ def fast_decode(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
     seqused: torch.Tensor, scale: float, want_lse: bool,
 ) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]:
-    """The engines' decode step (q (B, Hq, D), paged cache, plain causal) straight to the Triton kernel.
+    """The engines' decode step — q (B, 1, Hq, D), a paged cache, every key visible — straight to the
+    Triton kernel with the fewest host-side operations (outside a CUDA graph this step is bound by
+    host time: every tensor attribute read costs a fraction of a microsecond).
 
-    Returns (out (B, Hq, D), lse (Hq, B) or None), or None when this path does not apply — the caller
-    then takes the general `Attn` path, which also produces the precise errors for bad shapes.
+    Returns (out (B, 1, Hq, D), lse (B, Hq) or None unless wanted), or None when this path does not apply — the caller then
+    takes the general `Attn` path, which also produces the precise errors for bad shapes.
     """
     tri = _triton_decode()
     if tri is None or not _on_gpu(q):
         return None
-    d = q.shape[-1]
+    qs, ks = q.shape, k_cache.shape
+    dt = q.dtype
     if (
-        k_cache.dim() != 4
-        or k_cache.shape != v_cache.shape
-        or k_cache.shape[-1] != d
-        or q.shape[-2] % k_cache.shape[-2]
-        or k_cache.dtype != q.dtype
-        or v_cache.dtype != q.dtype
-        or k_cache.device != q.device
+        len(qs) != 4
+        or qs[1] != 1
+        or len(ks) != 4
+        or ks != v_cache.shape
+        or ks[3] != qs[3]
+        or qs[2] % ks[2]
+        or k_cache.dtype != dt
+        or v_cache.dtype != dt
+        or k_cache.get_device() != q.get_device()
         or k_cache.stride(-1) != 1
         or v_cache.stride(-1) != 1
-        or not tri.supports(d, q.dtype)
+        or not tri.supports(qs[3], dt)
     ):
         return None
-    table = _i32(block_table, q.device)
-    out, lse = tri.paged_decode(q, k_cache, v_cache, table, _i32(seqused, q.device), scale,
-                                table.shape[1] * k_cache.shape[1])
-    return out, (lse.t() if want_lse else None)
+    dev = q.device
+    table = _i32(block_table, dev)
+    return tri.paged_decode(q, k_cache, v_cache, table, _i32(seqused, dev), scale, table.shape[1] * ks[1],
+                            want_lse=want_lse)
+
+
+def fast_varlen(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_q: torch.Tensor, cu_k: Optional[torch.Tensor],
+    max_q: int, max_k: int, scale: float, causal: bool, block_table: Optional[torch.Tensor],
+) -> Optional[torch.Tensor]:
+    """The engines' prefill call — packed q; packed K/V, or a paged cache with cu_seqlens_k; the plain
+    causal or full mask; no dropout, ALiBi, softcap or probabilities — with the fewest host-side
+    operations: what `attend` would run for it, without building and checking an `Attn` (tens of
+    microseconds on a call that is host-bound at small batches). None when this path does not apply:
+    the caller then takes the general path, which also produces the precise errors for bad input."""
+    qs, ks = q.shape, k.shape
+    dt = q.dtype
+    if (
+        (dt is not torch.bfloat16 and dt is not torch.float16)
+        or k.dtype != dt
+        or v.dtype != dt
+        or len(qs) != 3
+        or v.shape[:-1] != ks[:-1]
+        or v.shape[-1] != qs[2]
+        or ks[-1] != qs[2]
+        or qs[1] % ks[-2]
+        or not scale
+        or scale != scale  # NaN
+        or scale in (float("inf"), float("-inf"))
+        or k.get_device() != q.get_device()
+        or v.get_device() != q.get_device()
+        or cu_k is None
+    ):
+        return None
+    dev = q.device
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if block_table is None:
+        if len(ks) != 3 or qs[2] > 256 or qs[2] % 8:
+            return None
+        return _op()(q, _contig(k), _contig(v), _i32(cu_q, dev), _i32(cu_k, dev), max_q, max_k, 0.0, causal, False,
+                     scale=scale)[0]
+    tri = _triton_prefill()
+    if (
+        tri is None
+        or len(ks) != 4
+        or not _on_gpu(q)
+        or k.stride(-1) != 1
+        or v.stride(-1) != 1
+        or not tri.supports(qs[2], dt)
+    ):
+        return None
+    # cu_seqlens_k's differences are the cache lengths: the kernel reads it as it is
+    return tri.paged_prefill(q, k, v, _i32(block_table, dev), _i32(cu_q, dev), _i32(cu_k, dev), max_q, scale,
+                             causal)[0]
 
 
 def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
@@ -214,9 +273,9 @@ def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
         lens = _i32(a.key_lengths(), dev)
         if mode == "triton":
             out, lse = _triton_decode().paged_decode(
-                q.view(a.batch, q.shape[1], q.shape[2]), a.k, a.v, table, lens, a.scale, a.max_k
-            )
-            return out, (lse.transpose(0, 1) if a.want_lse else None), None
+                q.view(a.batch, q.shape[1], q.shape[2]), a.k, a.v, table, lens, a.scale, a.max_k, want_lse=a.want_lse
+            )  # q (B, Hq, D) -> out (B, Hq, D), lse (B, Hq)
+            return out, (lse.transpose(0, 1) if lse is not None else None), None
         if mode == "native":
             k, v = _contig(a.k), _contig(a.v)
             cu_k = _i32(a.cu_k, dev) if a.cu_k is not None else cu_from_lengths(lens)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from .. import platform as _platform
+
 __all__ = ["platform_name"]
 
 
 def platform_name() -> str:
     """'ascend' | 'nvidia' | 'cpu', from cudashim.platform (cached there, forgotten by _state.reset()).
 
-    Tests that exercise the ascend plumbing on a CPU box replace this function.
+    On every attention call (a decode step is host-bound): no import statement here. Tests that
+    exercise the ascend plumbing on a CPU box replace this function.
     """
-    from .. import platform
-
-    return str(platform.platform_name())
+    return _platform.platform_name()

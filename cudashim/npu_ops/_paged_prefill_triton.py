@@ -24,6 +24,7 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 from .._state import on_reset
+from ._triton_launch import FastLaunch
 
 __all__ = ["paged_prefill", "supports"]
 
@@ -124,6 +125,9 @@ def _prefill_kernel(
         tl.store(LSE + h * stride_lh + rows, lse, mask=m_ok)
 
 
+_prefill = FastLaunch(_prefill_kernel, 8)
+
+
 def supports(head_dim: int, dtype: torch.dtype) -> bool:
     """Power-of-two head_dim 16..256 and fp16/bf16 (tl.dot's operand types)."""
     return dtype in (torch.float16, torch.bfloat16) and 16 <= head_dim <= 256 and head_dim & (head_dim - 1) == 0
@@ -196,15 +200,16 @@ def _launch(cfg, q, k_cache, v_cache, out, lse, cu_q, seqlens_k, block_table, ma
     hq, d = q.shape[1], q.shape[2]
     page, hk = k_cache.shape[1], k_cache.shape[2]
     grid = (max(1, triton.cdiv(int(max_q), bm)), hq, cu_q.numel() - 1)
-    _prefill_kernel[grid](
-        q, k_cache, v_cache, out, lse, cu_q, seqlens_k, block_table,
-        float(scale) * _LOG2E,
-        q.stride(0), q.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        out.stride(0), out.stride(1),
-        block_table.stride(0), lse.stride(0),
-        GROUP=hq // hk, PAGE=page, D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=bool(causal),
-        KEYS_CU=seqlens_k.numel() == cu_q.numel(),
+    _prefill(
+        grid,
+        (q, k_cache, v_cache, out, lse, cu_q, seqlens_k, block_table,
+         float(scale) * _LOG2E,
+         q.stride(0), q.stride(1),
+         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+         out.stride(0), out.stride(1),
+         block_table.stride(0), lse.stride(0)),
+        dict(GROUP=hq // hk, PAGE=page, D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=bool(causal),
+             KEYS_CU=seqlens_k.numel() == cu_q.numel()),
         num_warps=warps, num_stages=stages,
     )

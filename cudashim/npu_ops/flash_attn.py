@@ -114,6 +114,22 @@ def flash_attn_varlen_func(
     cache (num_blocks, block_size, Hk, D), cu_seqlens_k then giving each sequence's cache length
     (prefix caching, nano-vllm's prefill). With return_attn_probs: (out, softmax_lse (H, total_q), S_dmask).
     """
+    if (
+        # the engines' prefill: checked first, with the fewest attribute reads (fast_varlen declines
+        # anything it does not serve exactly, and the general path below handles it)
+        q.device.type == "cuda"  # not is_cuda: the cpu alias layer makes "cuda" tensors say True
+        and not return_attn_probs
+        and not dropout_p
+        and alibi_slopes is None
+        and not softcap
+        and (window_size is None or (type(window_size[0]) is int and window_size[0] < 0
+                                     and (causal or (type(window_size[1]) is int and window_size[1] < 0))))
+        and _dispatch.platform_name() != "ascend"
+    ):
+        out = _attn_cuda.fast_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                                     _scale(q, softmax_scale), bool(causal), block_table)
+        if out is not None:
+            return out
     a = Attn(
         api="flash_attn_varlen_func",
         q=q,
@@ -188,6 +204,26 @@ def flash_attn_with_kvcache(
     when rotary_cos/rotary_sin are given), then attention runs over cache_seqlens + S_new keys.
     Returns out (B, Sq, H, Dv), or (out, softmax_lse (B, H, Sq)) with return_softmax_lse.
     """
+    if (
+        # the engines' decode step, checked first and with the fewest tensor attribute reads: outside a
+        # CUDA graph it is bound by host time (fast_decode declines anything it does not serve exactly)
+        block_table is not None
+        and k is None
+        and v is None
+        and rotary_cos is None
+        and cache_leftpad is None
+        and alibi_slopes is None
+        and not softcap
+        and q.device.type == "cuda"  # not is_cuda: the cpu alias layer makes "cuda" tensors say True
+        and isinstance(cache_seqlens, torch.Tensor)
+        and (window_size is None or (type(window_size[0]) is int and window_size[0] < 0))  # every key visible
+        and _dispatch.platform_name() != "ascend"
+    ):
+        fast = _attn_cuda.fast_decode(q, k_cache, v_cache, block_table, cache_seqlens, _scale(q, softmax_scale),
+                                      bool(return_softmax_lse))
+        if fast is not None:
+            out, lse = fast
+            return (out, lse.unsqueeze(-1)) if return_softmax_lse else out
     api = "flash_attn_with_kvcache"
     if cache_leftpad is not None:
         raise unsupported(api, "cache_leftpad", "portable/ascend", "left-align the cache (cache_leftpad=None)")
@@ -220,20 +256,6 @@ def flash_attn_with_kvcache(
         seqused = cache_seqlens  # the decode step: no arithmetic, no copy (it is launch-bound)
     else:
         seqused = (cache_seqlens.long() + s_new).to(torch.int32)
-    if (
-        paged
-        and sq == 1
-        and q.device.type == "cuda"
-        and window[0] < 0
-        and not softcap
-        and alibi_slopes is None
-        and _dispatch.platform_name() != "ascend"
-    ):
-        fast = _attn_cuda.fast_decode(q.view(batch, hq, d), k_cache, v_cache, block_table, seqused,
-                                      _scale(q, softmax_scale), bool(return_softmax_lse))
-        if fast is not None:
-            out, lse = _dense(*fast, batch, 1, hq)
-            return (out, lse) if return_softmax_lse else out
     if paged:
         kk, vv, cu_k = k_cache, v_cache, None
     else:

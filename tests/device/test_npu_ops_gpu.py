@@ -90,9 +90,19 @@ def test_paged_prefill_prefix_cache(block, causal, monkeypatch):
     ks = [_rand((n, 8, 128), gen) for n in lk]
     vs = [_rand((n, 8, 128), gen) for n in lk]
     kc, vc, table = _paged_on_gpu(ks, vs, block, gen)
-    out = flash_attn_varlen_func(q.to(DEV), kc, vc, max_seqlen_q=max(lq), cu_seqlens_q=cu(lq).to(DEV),
-                                 max_seqlen_k=max(lk), cu_seqlens_k=cu(lk).to(DEV), softmax_scale=0.1,
-                                 causal=causal, block_table=table).cpu()
+    fast = tri._prefill.fast_launches if tri is not None else 0
+
+    def call():
+        return flash_attn_varlen_func(q.to(DEV), kc, vc, max_seqlen_q=max(lq), cu_seqlens_q=cu(lq).to(DEV),
+                                      max_seqlen_k=max(lk), cu_seqlens_k=cu(lk).to(DEV), softmax_scale=0.1,
+                                      causal=causal, block_table=table).cpu()
+
+    out = call()
+    # the second call launches the compiled kernel without Triton's per-call binding
+    # (npu_ops/_triton_launch.py): it must compute exactly what the JIT's launch did
+    assert torch.equal(call(), out)
+    if tri is not None:
+        assert tri._prefill.fast_launches > fast
     cq = cu(lq).tolist()
     for b in range(len(lq)):
         ro, _ = ref_attention(q[cq[b]:cq[b + 1]], ks[b], vs[b], scale=0.1, causal=causal)
@@ -258,3 +268,49 @@ def test_paged_decode_captured_in_a_cuda_graph_replays_with_new_lengths_and_cont
             torch.testing.assert_close(got_lse[b].double(), rl, rtol=1e-2, atol=1e-2)
     if tri is not None:
         assert triton_calls  # the Triton kernel is what the graph holds
+
+
+@pytest.mark.parametrize("batch,cap,block,direct", [(1, 8192, 256, False), (5, 700, 16, False),
+                                                   (80, 300, 16, True), (4, 16, 16, True)])
+def test_decode_fast_launch_equals_the_jit_launch_bit_for_bit(batch, cap, block, direct):
+    """The engines' decode call (no new k/v) is one launch: split-KV programs whose last finisher per
+    (sequence, kv head) merges the splits, counted with atomics in a buffer it resets. And after the
+    first launch of a key it skips Triton's per-call binding (npu_ops/_triton_launch.py). The first call
+    goes through the JIT; the 19 later ones must launch the same compiled kernel with the same
+    arguments and merge in the same order whichever program merges: bit-identical results (a race on
+    the partials would show here), and the oracle's. The shapes cover split runs (small batch), one
+    direct launch (batch 80: enough programs), and a block table one page wide (an int argument equal
+    to 1, which Triton specializes on)."""
+    from cudashim.npu_ops import _attn_cuda
+    from cudashim.npu_ops.flash_attn import flash_attn_with_kvcache
+
+    tri = _attn_cuda._triton_decode()
+    assert tri is not None, "triton is installed on the GPU box"
+    gen = torch.Generator().manual_seed(batch)
+    hq, hk, d = 32, 8, 128
+    lens = [cap if b == 0 else int(x) for b, x in enumerate(torch.randint(1, cap + 1, (batch,), generator=gen))]
+    ks = [_rand((n, hk, d), gen) for n in lens]
+    vs = [_rand((n, hk, d), gen) for n in lens]
+    kc, vc, table = _paged_on_gpu(ks, vs, block, gen)
+    q = _rand((batch, 1, hq, d), gen).to(DEV)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    splits = tri.num_splits(batch, hk, table.shape[1] * block, tri._num_sms(0))[0]
+    assert (splits == 1) == direct, "the case covers the path it says"
+    before = (tri._split.fast_launches, tri._combine.fast_launches)
+    tri._split._compiled.clear()
+    runs = [flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, block_table=table, causal=True,
+                                    return_softmax_lse=True) for _ in range(20)]
+    torch.cuda.synchronize()
+    assert tri._split.fast_launches - before[0] == 19  # every call after the first took the fast launch
+    assert tri._combine.fast_launches == before[1]  # eager steps merge in the same launch
+    assert all(int(c.abs().sum()) == 0 for c, _ in tri._workspaces.values())  # every count was reset
+    (out0, lse0), *later = runs
+    for out, lse in later:
+        assert torch.equal(out, out0) and torch.equal(lse, lse0)
+    assert out0.shape == (batch, 1, hq, d) and lse0.shape == (batch, hq, 1)
+    plain = flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, block_table=table, causal=True)
+    assert torch.equal(plain, out0)  # without the LSE (not written at all): the same output
+    for b, n in enumerate(lens):
+        ro, rl = ref_attention(q[b].cpu(), ks[b], vs[b], scale=d ** -0.5, causal=True)
+        torch.testing.assert_close(out0[b].cpu().double(), ro, **BF16)
+        torch.testing.assert_close(lse0[b].cpu().double(), rl, rtol=1e-2, atol=1e-2)

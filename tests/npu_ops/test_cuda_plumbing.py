@@ -148,9 +148,10 @@ def test_small_page_decode_goes_to_the_triton_kernel_on_a_gpu(flash, monkeypatch
 
     seen = {}
 
-    def paged_decode(q, k_cache, v_cache, block_table, seqlens, scale, max_len):
-        seen.update(q=q.shape, k=k_cache.shape, table=block_table, lens=seqlens.tolist(), max_len=max_len)
-        return q.clone(), torch.zeros(q.shape[0], q.shape[1])
+    def paged_decode(q, k_cache, v_cache, block_table, seqlens, scale, max_len, want_lse):
+        seen.update(q=q.shape, k=k_cache.shape, table=block_table, lens=seqlens.tolist(), max_len=max_len,
+                    want_lse=want_lse)
+        return q.clone(), torch.zeros(q.shape[0], q.shape[1]) if want_lse else None
 
     monkeypatch.setattr(_attn_cuda, "_triton_decode", lambda: types.SimpleNamespace(
         supports=supports, paged_decode=paged_decode))
@@ -164,7 +165,7 @@ def test_small_page_decode_goes_to_the_triton_kernel_on_a_gpu(flash, monkeypatch
                                        block_table=p.block_table, causal=True, return_softmax_lse=True)
     assert flash.calls == []  # the flash kernel was not used
     assert seen["q"] == (2, 8, 64) and seen["k"] == tuple(p.k_cache.shape) and seen["lens"] == [9, 40]
-    assert seen["max_len"] == p.block_table.shape[1] * 16
+    assert seen["max_len"] == p.block_table.shape[1] * 16 and seen["want_lse"] is True
     assert torch.equal(out[:, 0], q[:, 0]) and lse.shape == (2, 8, 1)
 
 
@@ -208,3 +209,51 @@ def test_paged_prefill_goes_to_the_triton_kernel_on_a_gpu_unless_it_cannot_honou
     flash_attn_varlen_func(q, p.k_cache, p.v_cache, cu_q64, cu_k64, 30, 300, causal=True,
                            alibi_slopes=torch.ones(8), block_table=p.block_table)
     assert len(seen) == 1 and len(flash.calls) == 2 and flash.calls[0]["window"] == (8, 0)
+
+
+def test_fast_prefill_path_computes_what_the_general_path_does_and_declines_the_rest(flash, monkeypatch):
+    """fast_varlen (the engines' prefill, served without building an Attn) hands the flash kernel the
+    same packed call as the general path (same numbers), sends a paged cache to the Triton prefill with
+    cu_seqlens_k as the key lengths, and declines (None) what it does not serve exactly, so the
+    general path runs and gives its precise errors."""
+    import types
+
+    from cudashim.npu_ops._paged_prefill_triton import supports
+
+    gen = torch.Generator().manual_seed(56)
+    lq, lk = [5, 1, 30], [40, 1, 30]
+    q = randn((sum(lq), 8, 64), torch.bfloat16, gen)
+    k = randn((sum(lk), 2, 64), torch.bfloat16, gen)
+    v = randn((sum(lk), 2, 64), torch.bfloat16, gen)
+    out = _attn_cuda.fast_varlen(q, k, v, cu(lq).long(), cu(lk), 30, 40, 0.2, True, None)
+    general, _, _ = _attn_cuda.attend(Attn(api="t", q=q, k=k, v=v, cu_q=cu(lq), max_q=30, max_k=40, cu_k=cu(lk),
+                                           scale=0.2, causal=True, window=(-1, 0)))
+    assert torch.equal(out, general) and len(flash.calls) == 2
+    assert flash.calls[0] == flash.calls[1]  # the same kernel call
+    cq, ck = cu(lq).tolist(), cu(lk).tolist()
+    for b in range(len(lq)):
+        ro, _ = ref_attention(q[cq[b]:cq[b + 1]], k[ck[b]:ck[b + 1]], v[ck[b]:ck[b + 1]], scale=0.2, causal=True)
+        torch.testing.assert_close(out[cq[b]:cq[b + 1]].double(), ro, rtol=2e-2, atol=2e-2)
+    # declined: fp32, mixed dtypes, head dims the kernel lacks, GQA that does not divide, a bad scale
+    assert _attn_cuda.fast_varlen(q.float(), k.float(), v.float(), cu(lq), cu(lk), 30, 40, 0.2, True, None) is None
+    assert _attn_cuda.fast_varlen(q, k.half(), v, cu(lq), cu(lk), 30, 40, 0.2, True, None) is None
+    assert _attn_cuda.fast_varlen(q[..., :60], k[..., :60], v[..., :60], cu(lq), cu(lk), 30, 40, 0.2, True,
+                                  None) is None
+    assert _attn_cuda.fast_varlen(q[:, :7], k, v, cu(lq), cu(lk), 30, 40, 0.2, True, None) is None
+    assert _attn_cuda.fast_varlen(q, k, v, cu(lq), cu(lk), 30, 40, float("nan"), True, None) is None
+
+    seen = []
+
+    def paged_prefill(q, k_cache, v_cache, block_table, cu_q, seqlens_k, max_q, scale, causal):
+        seen.append(dict(lens=seqlens_k, table=block_table, max_q=max_q, scale=scale, causal=causal))
+        return torch.zeros_like(q), torch.zeros(q.shape[1], q.shape[0])
+
+    monkeypatch.setattr(_attn_cuda, "_triton_prefill", lambda: types.SimpleNamespace(
+        supports=supports, paged_prefill=paged_prefill))
+    monkeypatch.setattr(_attn_cuda, "_on_gpu", lambda t: True)  # as if these tensors were on a GPU
+    p = make_paged([k[ck[b]:ck[b + 1]] for b in range(3)], [v[ck[b]:ck[b + 1]] for b in range(3)], 16, gen)
+    _attn_cuda.fast_varlen(q, p.k_cache, p.v_cache, cu(lq), cu(lk).long(), 30, 40, 0.2, False, p.block_table)
+    call, = seen
+    assert call["lens"].dtype == torch.int32 and call["lens"].tolist() == cu(lk).tolist()
+    assert call["max_q"] == 30 and call["scale"] == 0.2 and call["causal"] is False
+    assert _attn_cuda.fast_varlen(q, p.k_cache, p.v_cache, cu(lq), None, 30, 40, 0.2, True, p.block_table) is None

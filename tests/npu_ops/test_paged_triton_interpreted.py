@@ -38,22 +38,34 @@ SCRIPT = textwrap.dedent(
     # one split per (sequence, kv head), written directly by the first kernel — with an empty sequence too
     cases = [(16, 8, 2, 64, [1, 70, 200, 0], 4), (256, 4, 4, 128, [300, 5], 1), (16, 32, 8, 128, [130], 64),
              (16, 8, 8, 64, [0, 33], 1)]
-    for page, hq, hk, d, lens, sms in cases:
+    import cudashim.npu_ops._paged_decode_triton as dec
+    shared = dec._workspace
+    # split runs merge in the same launch (the last program of each (sequence, kv head) merges: eager
+    # steps) or in a second kernel (what CUDA-graph capture takes); both are checked
+    for fused, (page, hq, hk, d, lens, sms) in [(f, c) for f in (True, False) for c in cases]:
+        dec._workspace = shared if fused else (lambda *a: None)
         ks = [torch.randn(n, hk, d, generator=gen).half() for n in lens]
         vs = [torch.randn(n, hk, d, generator=gen).half() for n in lens]
         p = make_paged(ks, vs, page, gen)
         q = torch.randn(len(lens), hq, d, generator=gen).half()
         cap = p.block_table.shape[1] * page
         assert (num_splits(len(lens), hk, cap, sms)[0] == 1) == (sms == 1), "the case covers the path it says"
-        out, lse = paged_decode(q, p.k_cache, p.v_cache, p.block_table, torch.tensor(lens), 0.1, cap, num_sms=sms)
+        out, lse = paged_decode(q, p.k_cache, p.v_cache, p.block_table.int(), torch.tensor(lens, dtype=torch.int32),
+                                0.1, cap, num_sms=sms)
+        out_only, no_lse = paged_decode(q, p.k_cache, p.v_cache, p.block_table.int(),
+                                        torch.tensor(lens, dtype=torch.int32), 0.1, cap, num_sms=sms, want_lse=False)
+        assert no_lse is None and torch.equal(out_only, out)
+        if fused and sms > 1:  # every merging program set its count back: the next step starts from zero
+            assert all(int(c.abs().sum()) == 0 for c, _ in dec._workspaces.values()) and dec._workspaces
         for b, n in enumerate(lens):
             if n == 0:
                 assert torch.all(out[b] == 0) and torch.all(torch.isinf(lse[b])), "empty sequence"
                 continue
             ro, rl = ref_attention(q[b:b + 1], ks[b], vs[b], scale=0.1)
             # fp16 P in the PV product and the fp16 output: a few fp16 ulps of O(1) values
-            assert (out[b].double() - ro[0]).abs().max() < 5e-3, (page, b)
-            assert (lse[b].double() - rl[:, 0]).abs().max() < 1e-3, (page, b)
+            assert (out[b].double() - ro[0]).abs().max() < 5e-3, (fused, page, b)
+            assert (lse[b].double() - rl[:, 0]).abs().max() < 1e-3, (fused, page, b)
+    dec._workspace = shared
     from cudashim.npu_ops._paged_prefill_triton import paged_prefill
     from npu_ops_ref import cu
     # prefill: ragged (lengths 1, more queries than keys), GQA, causal or not, a page that a key tile
