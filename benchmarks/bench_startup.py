@@ -1,6 +1,8 @@
 """What the bootstrap adds to interpreter start-up, measured against a baseline taken in the same run.
 
-1. `python -c pass` with the shim's bootstrap folder on PYTHONPATH vs without. Goal: < 3 ms added.
+1. `python -c pass` with the shim's bootstrap folder on PYTHONPATH vs without. Goal: < 3 ms added,
+   judged on the median of per-round differences (both run in every round), the estimate least moved
+   by a shared machine's drift; the difference of medians and of minima are printed beside it.
    A third variant, CUDASHIM_DISABLE=1, isolates the trampoline itself (import cudashim + chaining)
    from the activation work (config, detection, visibility, environment, hook); a fourth puts an
    empty folder first on PYTHONPATH instead, which is what any PYTHONPATH activation costs (every
@@ -120,10 +122,14 @@ def _pass_section(py: str, pkg: Path, rounds: int, label: str, against: Path | N
     tramp = (med(wall["shim, CUDASHIM_DISABLE=1"]) - med(wall["baseline"])) * 1e3
     added_cpu = (med(cpu["shim"]) - med(cpu["baseline"])) * 1e3
     added_min = (min(wall["shim"]) - min(wall["baseline"])) * 1e3
+    # each round ran both: the median of the per-round differences is the estimate least moved by
+    # drift of a shared machine (the difference of the two medians mixes rounds far apart)
+    added_paired = med([s - b for s, b in zip(wall["shim"], wall["baseline"])]) * 1e3
     entry = (med(wall["empty folder on PYTHONPATH"]) - med(wall["baseline"])) * 1e3
     entry_cpu = (med(cpu["empty folder on PYTHONPATH"]) - med(cpu["baseline"])) * 1e3
-    print(f"  added by the bootstrap: {added:.2f} ms wall median, {added_min:.2f} ms wall min, {added_cpu:.2f} ms CPU "
-          f"median (trampoline alone {tramp:.2f} ms); goal < 3 ms (wall median): {'met' if added < 3 else 'NOT met'}")
+    print(f"  added by the bootstrap: {added_paired:.2f} ms (median of per-round differences); difference of "
+          f"medians {added:.2f} ms wall, {added_cpu:.2f} ms CPU; of minima {added_min:.2f} ms (trampoline alone "
+          f"{tramp:.2f} ms); goal < 3 ms: {'met' if added_paired < 3 else 'NOT met'}")
     # every later import searches one folder more, whatever the folder holds: the share of any
     # PYTHONPATH activation, not of the shim's code
     print(f"  of which one PYTHONPATH entry (an empty folder): {entry:.2f} ms wall median, {entry_cpu:.2f} ms CPU "
