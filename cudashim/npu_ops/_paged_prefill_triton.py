@@ -199,16 +199,11 @@ def _launch(cfg, q, k_cache, v_cache, out, lse, cu_q, seqlens_k, block_table, ma
     bm, bn, warps, stages = cfg
     hq, d = q.shape[1], q.shape[2]
     page, hk = k_cache.shape[1], k_cache.shape[2]
-    grid = (max(1, triton.cdiv(int(max_q), bm)), hq, cu_q.numel() - 1)
+    sq, sk, sv, so = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
     _prefill(
-        grid,
-        (q, k_cache, v_cache, out, lse, cu_q, seqlens_k, block_table,
-         float(scale) * _LOG2E,
-         q.stride(0), q.stride(1),
-         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-         out.stride(0), out.stride(1),
-         block_table.stride(0), lse.stride(0)),
+        (max(1, -(-int(max_q) // bm)), hq, cu_q.numel() - 1),
+        (q, k_cache, v_cache, out, lse, cu_q, seqlens_k, block_table, float(scale) * _LOG2E,
+         sq[0], sq[1], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], so[0], so[1], block_table.stride(0), lse.stride(0)),
         dict(GROUP=hq // hk, PAGE=page, D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=bool(causal),
              KEYS_CU=seqlens_k.numel() == cu_q.numel()),
         num_warps=warps, num_stages=stages,
