@@ -74,16 +74,27 @@ class FastLaunch:
         compiled = self._compiled.get(key) if key is not None else None
         if compiled is not None and _no_hook(_HOOKS.launch_enter_hook) and _no_hook(_HOOKS.launch_exit_hook):
             stream = driver.active.get_current_stream(key[0])
-            compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata, None,
-                         None, None, *args, *consts.values())
-            self.fast_launches += 1
-            return
+            try:
+                # the arguments JITFunction.run hands the launcher: all of them since Triton 3.3, the
+                # non-constexpr ones before
+                compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata, None,
+                             None, None, *args, *(consts.values() if _ALL_ARGS else ()))
+            except TypeError:
+                # a launcher that takes its arguments some other way (it checks them before launching):
+                # this kernel keeps the JIT's path from now on, which is always right
+                self._jit = False
+                self._compiled.clear()
+            else:
+                self.fast_launches += 1
+                return
         got = self._fn[grid](*args, **consts, **options)
         # a CompiledKernel with its handles loaded (the launch above loaded them); the interpreter
         # returns None, and a Triton without this launcher shape keeps the JIT path for good
         if key is not None and getattr(got, "function", None) is not None and hasattr(got, "packed_metadata"):
             self._compiled[key] = got
 
+
+_ALL_ARGS = tuple(int(x) for x in triton.__version__.split(".")[:2] if x.isdigit()) >= (3, 3)
 
 try:  # where the JIT reads its launch hooks: triton.knobs (3.4+), else class attributes
     _HOOKS: Any = triton.knobs.runtime
