@@ -193,6 +193,9 @@ def fast_decode(
         or k_cache.stride(-1) != 1
         or v_cache.stride(-1) != 1
         or not tri.supports(qs[3], dt)
+        or not scale
+        or scale != scale  # NaN: the general path's check() says what is wrong
+        or scale in (float("inf"), float("-inf"))
     ):
         return None
     dev = q.device

@@ -167,6 +167,10 @@ def test_small_page_decode_goes_to_the_triton_kernel_on_a_gpu(flash, monkeypatch
     assert seen["q"] == (2, 8, 64) and seen["k"] == tuple(p.k_cache.shape) and seen["lens"] == [9, 40]
     assert seen["max_len"] == p.block_table.shape[1] * 16 and seen["want_lse"] is True
     assert torch.equal(out[:, 0], q[:, 0]) and lse.shape == (2, 8, 1)
+    # the engines' fast decode call declines what the general path must reject with its message
+    for bad in (float("nan"), float("inf"), 0.0):
+        assert _attn_cuda.fast_decode(q, p.k_cache, p.v_cache, p.block_table, torch.tensor([9, 40]), bad, False) is None
+    assert _attn_cuda.fast_decode(q, p.k_cache, p.v_cache, p.block_table, torch.tensor([9, 40]), 0.1, False) is not None
 
 
 def test_paged_prefill_goes_to_the_triton_kernel_on_a_gpu_unless_it_cannot_honour_the_call(flash, monkeypatch):
