@@ -12,22 +12,23 @@ imports neither torch nor pynvml (NVML is loaded inside nvidia.query_nvml only).
 - physical_cores_by_numa(root=None), numa_cpus(root=None)
 - visible_device_env_name(kind=None), visible_device_ids(value, name), assign_visible_devices(...)
 
-Detection (accelerator_kind, device_count) is defined here: every shimmed interpreter runs it before
-user code, and it needs this package and device.py only. The other names resolve lazily (PEP 562)
-from their submodules: the vendor modules, cpu.py's parsers, visible.py.
+Detection (accelerator_kind, device_count) is defined here, with the root and listing helpers of the
+I/O seam it needs (device.py re-exports them): every shimmed interpreter runs it before user code,
+and it needs this package only. The other names resolve lazily (PEP 562) from their submodules:
+the vendor modules, cpu.py's parsers, visible.py.
 """
 
+import os
 import sys
 
-from .. import _on_reset  # cudashim._state.on_reset, one import fewer at start-up
-from . import device
+from .. import _on_reset, envs  # _on_reset: cudashim._state.on_reset, one import fewer at start-up
 
 # on the start-up path of every shimmed process: no typing and no `from __future__ import
 # annotations` (each one more import); annotations naming typing's names are strings, and Kind is
 # built on first access
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Iterable, Literal
+    from typing import Iterable, Literal, Sequence
 
     from ._errors import HardwareError
     from .ascend import NpuDevice, discover_npu_devices, npu_numa_node
@@ -97,6 +98,45 @@ def __dir__() -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------
+# The part of the I/O seam (device.py) that detection needs: where the root is, and directory listings.
+
+def resolve_root(root: str | os.PathLike[str] | None = None) -> str:
+    """The absolute root every probe reads under: the argument, else $CUDASHIM_SYSROOT, else '/'."""
+    if root is None:
+        root = envs.get("CUDASHIM_SYSROOT") or "/"
+    return os.path.abspath(os.fspath(root))
+
+
+def join(root: str, path: str) -> str:
+    """The absolute `path` (e.g. '/sys/class/ubcore') seen under `root`."""
+    return os.path.join(root, path.lstrip("/"))
+
+
+def list_dir(path: str, sort: bool = True) -> "Sequence[str]":
+    """Entry names, sorted unless told not to (detection only asks whether one matches: a host's /dev
+    holds hundreds); () when the directory is absent or unreadable."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return ()
+    return tuple(sorted(names)) if sort else names
+
+
+def numbered(name: str, prefix: str) -> int | None:
+    """N of a name `prefix` + N ('davinci3', 'nvidia0', 'udma12'), else None.
+
+    Exactly what re.match(rf"^{prefix}(\\d+)$", name) accepts (Unicode decimal digits; `$` also
+    matches before one trailing newline), without importing re on the start-up path.
+    """
+    if not name.startswith(prefix):
+        return None
+    digits = name[len(prefix):]
+    if digits.endswith("\n"):
+        digits = digits[:-1]
+    return int(digits) if digits.isdecimal() else None
+
+
+# ---------------------------------------------------------------------------------------------------
 # Detection: which accelerator this machine has, answered from the file system alone, cached per root.
 
 KINDS: tuple[str, ...] = ("ascend", "nvidia", "cpu")
@@ -117,26 +157,26 @@ def _clear() -> None:
 # Ascend's ubcore entries and NVIDIA's procfs bus ids, need the vendor module's parsing.
 def _ascend_node_listed(dev_names: "Iterable[str]") -> bool:
     """/dev/davinci_manager or a /dev/davinciN."""
-    return any(n == "davinci_manager" or device.numbered(n, "davinci") is not None
+    return any(n == "davinci_manager" or numbered(n, "davinci") is not None
                for n in dev_names if n.startswith("davinci"))
 
 
 def _nvidia_node_listed(dev_names: "Iterable[str]") -> bool:
     """A /dev/nvidiaN (nvidiactl, nvidia-uvm... are not GPUs)."""
-    return any(device.numbered(n, "nvidia") is not None for n in dev_names if n.startswith("nvidia"))
+    return any(numbered(n, "nvidia") is not None for n in dev_names if n.startswith("nvidia"))
 
 
 def accelerator_kind(root: str | None = None) -> "Kind":
     """'ascend' | 'nvidia' | 'cpu'. Ascend is checked first: a box with both drivers is an Ascend box
     (the NVIDIA driver there is incidental, and the Ascend probe is the cheaper miss elsewhere)."""
-    key = device.resolve_root(root)
+    key = resolve_root(root)
     kind = _kind_cache.get(key)
     if kind is None:
-        dev_names = device.list_dir(device.join(key, "/dev"))  # both probes need it: list it once
+        dev_names = list_dir(join(key, "/dev"), sort=False)  # both probes need it: list it once
         kind = "cpu"
         if _ascend_node_listed(dev_names):
             kind = "ascend"
-        elif any(n.startswith("udma") for n in device.list_dir(device.join(key, "/sys/class/ubcore"))):
+        elif any(n.startswith("udma") for n in list_dir(join(key, "/sys/class/ubcore"), sort=False)):
             from . import ascend  # whether a ubcore entry is live takes reading its unit count
 
             if ascend.is_available(key, dev_names):
@@ -144,7 +184,7 @@ def accelerator_kind(root: str | None = None) -> "Kind":
         if kind == "cpu":
             if _nvidia_node_listed(dev_names):
                 kind = "nvidia"
-            elif device.list_dir(device.join(key, "/proc/driver/nvidia/gpus")):
+            elif list_dir(join(key, "/proc/driver/nvidia/gpus"), sort=False):
                 from . import nvidia  # whether an entry is a GPU takes parsing its bus id
 
                 if nvidia.is_available(key, dev_names):

@@ -15,7 +15,10 @@ binary, a non-zero exit or a timeout all read the same. Nothing here raises for 
 
 import os
 
-from .. import envs
+# The root and listing helpers are the package's own (cudashim.hardware): detection needs them in
+# every shimmed start-up, and this module would be one more import there. They are this seam's
+# all the same, and are re-exported here.
+from . import join, list_dir, numbered, resolve_root
 
 # typing and `from __future__ import annotations` (each one more import) stay off the start-up path
 # (detection runs in every shimmed process): annotations naming typing's names are strings
@@ -45,34 +48,14 @@ _FAKE_ROOT_BIN_DIRS = ("usr/local/sbin", "usr/local/bin", "usr/sbin", "usr/bin",
 _EXTRA_HOST_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/local/Ascend/driver/tools")
 
 
-def resolve_root(root: str | os.PathLike[str] | None = None) -> str:
-    """The absolute root every probe reads under: the argument, else $CUDASHIM_SYSROOT, else '/'."""
-    if root is None:
-        root = envs.get("CUDASHIM_SYSROOT") or "/"
-    return os.path.abspath(os.fspath(root))
-
-
 def is_real_root(root: str) -> bool:
     """True when root is this machine's own '/', i.e. live hardware rather than a fake tree."""
     return os.path.realpath(root) == "/"
 
 
-def join(root: str, path: str) -> str:
-    """The absolute `path` (e.g. '/sys/class/ubcore') seen under `root`."""
-    return os.path.join(root, path.lstrip("/"))
-
-
 def exists(path: str) -> bool:
     # lexists: a dangling /dev symlink still says a driver created the node
     return os.path.lexists(path)
-
-
-def list_dir(path: str) -> tuple[str, ...]:
-    """Sorted entry names; () when the directory is absent or unreadable."""
-    try:
-        return tuple(sorted(os.listdir(path)))
-    except OSError:
-        return ()
 
 
 def read_text(path: str) -> str | None:
@@ -98,20 +81,6 @@ def read_int(path: str) -> int | None:
     if not text or not (text.isdigit() or (text[0] == "-" and text[1:].isdigit())) or not text.isascii():
         return None
     return int(text)
-
-
-def numbered(name: str, prefix: str) -> int | None:
-    """N of a name `prefix` + N ('davinci3', 'nvidia0', 'udma12'), else None.
-
-    Exactly what re.match(rf"^{prefix}(\\d+)$", name) accepts (Unicode decimal digits; `$` also
-    matches before one trailing newline), without importing re on the start-up path.
-    """
-    if not name.startswith(prefix):
-        return None
-    digits = name[len(prefix):]
-    if digits.endswith("\n"):
-        digits = digits[:-1]
-    return int(digits) if digits.isdecimal() else None
 
 
 def _is_executable(path: str) -> bool:
