@@ -16,8 +16,8 @@ from . import envs
 from .envs import _Record as Record
 
 # Every shimmed interpreter runs load_config() before user code, and almost always finds no file:
-# that path uses os.path only. pathlib, tomllib and importlib.util are imported where a file is
-# found or a patch is checked, cudashim.errors where an error is raised, and dataclasses, typing
+# that path uses os.path only. Reading and checking a found file is cudashim._config_file's (with
+# pathlib and tomllib), cudashim.errors is imported where an error is raised, and dataclasses, typing
 # and `from __future__ import annotations` not at all (Record; annotations naming Path or typing's
 # names are strings).
 TYPE_CHECKING = False
@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .errors import ConfigError
 
 __all__ = [
+    "PACKS",
+    "target_modules",
     "Config",
     "PatchEntry",
     "PLATFORMS",
@@ -39,6 +41,34 @@ __all__ = [
 
 PLATFORMS = ("ascend", "nvidia", "cpu")
 _KEYS = ("platform", "patches", "disable")
+
+# ---------------------------------------------------------------------------------------------------
+# Built-in patch packs, as data: CUDA-only symbols the shim knows how to replace, the patch maps every
+# project gets beside its own (cudashim.patches applies both; re-exported there).
+#
+# A pack is switched off as a whole by naming it in `disable` (config) or CUDASHIM_DISABLE_PATCHES;
+# a single target by naming its "module:symbol".
+# On `nvidia` a built-in patch applies only where its target module is not installed (the real
+# kernel wins); on `cpu` and `ascend` it always applies.
+
+_FA = "cudashim.npu_ops.flash_attn"
+
+PACKS: dict[str, dict[str, str]] = {
+    "flash_attn": {
+        "flash_attn:flash_attn_func": f"{_FA}:flash_attn_func",
+        "flash_attn:flash_attn_varlen_func": f"{_FA}:flash_attn_varlen_func",
+        "flash_attn:flash_attn_with_kvcache": f"{_FA}:flash_attn_with_kvcache",
+        "flash_attn.flash_attn_interface:flash_attn_func": f"{_FA}:flash_attn_func",
+        "flash_attn.flash_attn_interface:flash_attn_varlen_func": f"{_FA}:flash_attn_varlen_func",
+        "flash_attn.flash_attn_interface:flash_attn_with_kvcache": f"{_FA}:flash_attn_with_kvcache",
+    },
+    "flash_attn_cute": {
+        "flash_attn.cute.interface:_flash_attn_fwd": "cudashim.npu_ops.flash_attn_cute:_flash_attn_fwd",
+    },
+    "deep_select": {
+        "deep_select.interface:topk": "cudashim.npu_ops.deep_select:topk",
+    },
+}
 
 
 class PatchEntry(Record):
@@ -63,6 +93,18 @@ class Config(Record):
 
     def patches_for(self, platform: str) -> tuple[PatchEntry, ...]:
         return tuple(p for p in self.patches if p.platform in (None, platform))
+
+
+def target_modules(config: Config, platform: str, packages: bool = False) -> set[str]:
+    """The modules holding a patch target active on `platform`: the built-in packs' and the config's,
+    less what `disable` names; with `packages`, the packages above them too (looked up first)."""
+    disabled = config.disable
+    targets = {t for pack, mapping in PACKS.items() if pack not in disabled for t in mapping if t not in disabled}
+    targets.update(e.target for e in config.patches_for(platform) if e.target not in disabled)
+    modules = {t.split(":")[0] for t in targets}
+    if packages:
+        modules.update(m.rsplit(".", i)[0] for m in list(modules) for i in range(1, m.count(".") + 1))
+    return modules
 
 
 def _as_path(path: str | os.PathLike[str]) -> "Path":
@@ -118,140 +160,24 @@ def find_config_file(start: str | os.PathLike[str] | None = None,
     return None if found is None else _as_path(found)
 
 
-def _fail(path: "Path", key: str, problem: str, fix: str) -> "ConfigError":
-    from .errors import ConfigError
+def __getattr__(name: str) -> "Any":
+    if name == "parse_config":  # public, with the rest of the file checks in cudashim._config_file
+        from ._config_file import parse_config
 
-    return ConfigError(f"{path}: [{key}] {problem}; {fix}")
-
-
-def _check_ref(path: "Path", key: str, ref: "Any", what: str) -> str:
-    if not isinstance(ref, str):
-        raise _fail(path, key, f"{what} {ref!r} is a {type(ref).__name__}, not a string",
-                    'quote it: "package.module:symbol"')
-    if ref.count(":") != 1:
-        raise _fail(path, key, f"{what} {ref!r} is not of the form \"module:symbol\"",
-                    'write it as "package.module:symbol"')
-    mod, sym = ref.split(":")
-    if not mod or not sym or not all(p.isidentifier() for p in mod.split(".")) or not all(
-        p.isidentifier() for p in sym.split(".")
-    ):
-        raise _fail(path, key, f"{what} {ref!r} is not a valid module path and symbol",
-                    'use dotted identifiers without spaces, e.g. "flash_attn:flash_attn_varlen_func"')
-    return ref
-
-
-def _importable(top: str, folders: "list[Path]") -> bool:
-    """Cheap existence check of a top-level module: find_spec only, nothing is imported."""
-    import importlib.machinery
-    import importlib.util
-
-    try:
-        if importlib.util.find_spec(top) is not None:
-            return True
-    except (ImportError, ValueError):
-        return False
-    # a project-local replacement next to the config file: sys.path does not hold its folder yet
-    # while the bootstrap runs (site import comes before the script's folder is put on sys.path)
-    return importlib.machinery.PathFinder.find_spec(top, [str(f) for f in folders]) is not None
-
-
-def _check_replacement(path: "Path", key: str, target: str, repl: str) -> None:
-    if repl == target:
-        raise _fail(path, key, f"{target!r} is replaced by itself", "point it at a different module:symbol, or delete the line")
-    top = repl.split(":")[0].split(".")[0]
-    if not _importable(top, [path.parent, _as_path(os.getcwd())]):
-        raise _fail(path, key, f"replacement {repl!r} cannot exist: no module named {top!r} is importable",
-                    f"install {top!r} or put it on PYTHONPATH, or fix the module path")
-
-
-def _known_disable_names(patches: tuple[PatchEntry, ...]) -> set[str]:
-    from .patches import PACKS  # imported late: the patches package imports this module
-
-    known = set(PACKS)
-    for mapping in PACKS.values():
-        known.update(mapping)
-    known.update(p.target for p in patches)
-    return known
-
-
-def _unknown_disable(name: str) -> tuple[str, str]:
-    """(problem, fix) for a disable entry that names nothing."""
-    from .patches import PACKS
-
-    return (f"{name!r} names neither a built-in pack ({', '.join(PACKS)}) nor a patch target",
-            "use a pack name or a \"module:symbol\" that a pack or the patches table defines")
-
-
-def parse_config(data: "Mapping[str, Any]", path: "Path") -> Config:
-    """Validate the [tool.cudashim] table (already extracted) from `path`."""
-    from collections.abc import Mapping
-
-    if not isinstance(data, Mapping):
-        raise _fail(path, "tool.cudashim", "is not a table", "write it as a [tool.cudashim] section")
-    for key in data:
-        if key not in _KEYS:
-            raise _fail(path, f"tool.cudashim.{key}", "unknown key", f"use one of {', '.join(_KEYS)}")
-    platform = data.get("platform")
-    if platform is not None and not isinstance(platform, str):
-        raise _fail(path, "tool.cudashim.platform", f"{platform!r} is a {type(platform).__name__}, not a string",
-                    f'write platform = "cpu" (one of {", ".join(PLATFORMS)})')
-    if platform is not None and platform not in PLATFORMS:
-        raise _fail(path, "tool.cudashim.platform", f"{platform!r} is not a platform", f"use one of {', '.join(PLATFORMS)}")
-    patches: list[PatchEntry] = []
-    raw_patches = data.get("patches", {})
-    if not isinstance(raw_patches, Mapping):
-        raise _fail(path, "tool.cudashim.patches", "is not a table", 'write entries as "module:symbol" = "replacement.module:symbol"')
-    # target -> key of its line: a target may appear once for all platforms, or once per platform
-    generic: dict[str, str] = {}
-    specific: dict[tuple[str, str], str] = {}
-
-    def add(target: "Any", repl: "Any", plat: str | None, key: str) -> None:
-        _check_ref(path, key, target, "target")
-        _check_ref(path, key, repl, "replacement")
-        if target.split(":")[0].split(".")[0] == "cudashim":
-            raise _fail(path, key, f"target {target!r} is part of cudashim itself", "patch the CUDA-only module the program imports, not the shim")
-        if plat is None:
-            other = generic.get(target) or next((k for (t, _), k in specific.items() if t == target), None)
-        else:
-            other = generic.get(target) or specific.get((target, plat))
-        if other is not None:
-            raise _fail(path, key, f"target {target!r} is given twice (also at [{other}])",
-                        "keep one line per target: either for every platform or under each platform sub-table")
-        if plat is None:
-            generic[target] = key
-        else:
-            specific[(target, plat)] = key
-        _check_replacement(path, key, target, repl)
-        patches.append(PatchEntry(target, repl, plat, f"{path}:{key}"))
-
-    for k, v in raw_patches.items():
-        if k in PLATFORMS:
-            if not isinstance(v, Mapping):
-                raise _fail(path, f"tool.cudashim.patches.{k}", "is not a table", f"write it as [tool.cudashim.patches.{k}]")
-            for tk, tv in v.items():
-                add(tk, tv, k, f"tool.cudashim.patches.{k}.\"{tk}\"")
-        elif isinstance(v, Mapping):
-            raise _fail(path, f"tool.cudashim.patches.{k}", f"{k!r} is not a platform sub-table", f"use one of {', '.join(PLATFORMS)}")
-        else:
-            add(k, v, None, f"tool.cudashim.patches.\"{k}\"")
-    disable = data.get("disable", [])
-    if not isinstance(disable, list) or not all(isinstance(d, str) for d in disable):
-        raise _fail(path, "tool.cudashim.disable", f"{disable!r} is not a list of strings", 'write it as disable = ["module:symbol", "pack-name"]')
-    known = _known_disable_names(tuple(patches))
-    for name in disable:
-        if name not in known:
-            raise _fail(path, "tool.cudashim.disable", *_unknown_disable(name))
-    return Config(path=path, platform=platform, patches=tuple(patches), disable=frozenset(disable))
+        return parse_config
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _with_env_disable(config: Config, environ: "Mapping[str, str] | None") -> Config:
     extra = envs.get("CUDASHIM_DISABLE_PATCHES", environ)
     if not extra:
         return config
-    known = _known_disable_names(config.patches)
+    from ._config_file import known_disable_names, unknown_disable
+
+    known = known_disable_names(config.patches)
     for name in extra:  # type: ignore[union-attr]
         if name not in known:
-            problem, fix = _unknown_disable(name)
+            problem, fix = unknown_disable(name)
             where = f" (config: {config.path})" if config.path else ""
             from .errors import ConfigError
 
@@ -269,24 +195,9 @@ def load_config(start: str | os.PathLike[str] | None = None, path: str | os.Path
     found = _as_path(path) if path is not None else find_config_file(start, environ)
     if found is None:
         return _with_env_disable(Config(), environ)
-    try:  # imported here: only reading a file needs a TOML parser (tomli on Python 3.10)
-        import tomllib as _toml
-    except ModuleNotFoundError:  # pragma: no cover - 3.10
-        import tomli as _toml  # type: ignore[no-redef]
-    from .errors import ConfigError  # for the handlers below; a start-up that found no file never gets here
+    from ._config_file import read_config  # only a found file needs the TOML reader and the checks
 
-    try:
-        with open(found, "rb") as f:
-            doc = _toml.load(f)
-    except _toml.TOMLDecodeError as e:
-        raise ConfigError(f"{found}: not valid TOML ({e}); fix the syntax at that line") from None
-    except OSError as e:
-        raise ConfigError(f"{found}: cannot be read ({e.strerror}); check the path and its permissions") from None
-    if found.name == "pyproject.toml":
-        table = doc.get("tool", {}).get("cudashim", {})
-    else:  # cudashim.toml: keys at top level, or under [tool.cudashim] for symmetry
-        table = doc.get("tool", {}).get("cudashim", doc) if "tool" in doc else doc
-    return _with_env_disable(parse_config(table, found), environ)
+    return _with_env_disable(read_config(found), environ)
 
 
 # ---------------------------------------------------------------------------------------------------

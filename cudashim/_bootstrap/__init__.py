@@ -19,6 +19,7 @@ This folder is what `cudashim run` puts first on PYTHONPATH, so keep it to this 
 trampoline: every module here is importable top-level in every shimmed process.
 """
 
+import _thread
 import os
 import sys
 
@@ -46,11 +47,13 @@ _RANK_VARS = ("CUDASHIM_DEVICES_PER_RANK", "LOCAL_RANK")
 class _Active:
     """What one activation did, and how to take it back (newest first)."""
 
-    def __init__(self, source: str, platform: str, reason: str, config: "Any", undo: "list[Callable[[], None]]"):
+    def __init__(self, source: str, platform: str, reason: str, config: "Any", hook: "_Pending",
+                 undo: "list[Callable[[], None]]"):
         self.source = source
         self.platform = platform
         self.reason = reason
         self.config = config
+        self.hook = hook
         self.undo = undo
 
 
@@ -133,11 +136,97 @@ def _on_torch(platform: str, module: "Any") -> None:
     aliases.install(platform)
 
 
-def _uninstall_aliases() -> None:
-    # imported only when torch was: until then there is nothing to take back (and no import to pay)
-    aliases = sys.modules.get("cudashim.aliases")
-    if aliases is not None:
-        aliases.uninstall()
+class _Pending:
+    """The import hook, armed but not loaded (DESIGN.md §3 step 5).
+
+    Most shimmed processes (pip, tools, helpers a program spawns) never import torch or a patch
+    target, and loading the hook, cudashim.patches and its finder, was a fifth of what the bootstrap
+    added to their start-up. So the bootstrap puts this on sys.meta_path instead: it holds the names
+    the hook watches (torch, the modules holding a patch target and their packages), answers "not
+    mine" with one set lookup for any other module, and on the first lookup of one of them installs
+    the real hook in its place and hands it that lookup. Importing cudashim.patches installs it too.
+    """
+
+    def __init__(self, names: "set[str]", config: "Any", platform: str) -> None:
+        self.names = frozenset(names)
+        self.config = config
+        self.platform = platform
+        self.state = "new"  # -> "armed" (on sys.meta_path) -> "loaded" | "off"
+
+    def arm(self) -> None:
+        global _pending
+        sys.meta_path.insert(0, self)
+        self.state = "armed"
+        _pending = self
+        # Off sys.meta_path at exit, after the program's own atexit handlers: the interpreter keeps
+        # that list alive through its finalization (a copy of sys's dict holds it), and a finder still
+        # on it keeps this module's globals, with every module they reach, alive past the last garbage
+        # collection, which then makes it clear them one global at a time (~0.1 ms of every exit).
+        import atexit
+
+        atexit.register(self._unhook)
+        if any(n in sys.modules for n in self.names):
+            self.load()
+
+    def find_spec(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        if fullname not in self.names:
+            return None
+        self.load()
+        if self.state != "loaded":  # switched off meanwhile (deactivate() in another thread)
+            return None
+        from ..patches._hook import FINDER
+
+        return FINDER.find_spec(fullname, path, target)
+
+    def load(self) -> None:
+        """Install the real hook in place of this one; idempotent, and a no-op once switched off."""
+        global _pending
+        # imported before the state is checked: cudashim.patches ends by calling back here (_load_hook)
+        from .. import patches
+
+        with _lock:
+            if self.state != "armed":
+                return
+            self.state = "loaded"
+            self._unhook()
+            _pending = None
+            patches.install(self.config, self.platform)
+            patches.when_imported("torch", lambda module: _on_torch(self.platform, module))
+
+    def uninstall(self) -> None:
+        """Take back whatever of the hook is in place: this placeholder, or the patches and aliases."""
+        global _pending
+        with _lock:
+            loaded, self.state = self.state == "loaded", "off"
+            self._unhook()
+            if _pending is self:
+                _pending = None
+        if loaded:
+            patches = sys.modules.get("cudashim.patches")
+            if patches is not None:
+                patches.uninstall()  # also drops the pending torch callback
+            # imported only when torch was: until then there is nothing to take back
+            aliases = sys.modules.get("cudashim.aliases")
+            if aliases is not None:
+                aliases.uninstall()
+
+    def _unhook(self) -> None:
+        while self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def __repr__(self) -> str:
+        return f"<cudashim armed import hook ({self.state}) for {', '.join(sorted(self.names))}>"
+
+
+_lock = _thread.RLock()
+_pending: _Pending | None = None  # the armed hook of the active activation, until it loads
+
+
+def _load_hook() -> None:
+    """Load the armed hook now, if one is armed (cudashim.patches calls this when it is imported)."""
+    pending = _pending
+    if pending is not None:
+        pending.load()
 
 
 def _undo_env(changes: list[tuple[str, str | None]]) -> "Callable[[], None]":
@@ -175,13 +264,11 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
 
             undo.append(_undo_env(visibility.reconcile(name, notes=notes)))
         undo.append(_undo_env(envs.apply_platform_env(name, notes=notes)))
-        from .. import patches
+        from ..config import target_modules
 
-        patches.install(config, name)
-        undo.append(patches.uninstall)  # also drops the pending torch callback below
-        undo.append(_uninstall_aliases)
-        # at once when torch is already loaded (activate() after `import torch`)
-        patches.when_imported("torch", lambda module: _on_torch(name, module))
+        hook = _Pending(target_modules(config, name, packages=True) | {"torch"}, config, name)
+        undo.append(hook.uninstall)
+        hook.arm()  # loads the hook at once when one of its modules is (activate() after `import torch`)
         if envs.raw("CUDASHIM_REPORT"):
             from .. import report
 
@@ -196,7 +283,7 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
     for note in notes:
         _warn(note)
     _trace(f"{source}: platform={name} ({reason}); config={config.path}")
-    return _Active(source, name, reason, config, undo)
+    return _Active(source, name, reason, config, hook, undo)
 
 
 def _describe(err: BaseException) -> str:
@@ -353,6 +440,7 @@ def status() -> "dict[str, Any]":
         "config": str(a.config.path) if a and a.config.path else None,
         "bootstrap_runs": _bootstrap_runs,
         "chained_sitecustomize": _chained or None,
+        "hook": a.hook.state if a else None,  # "armed" until torch or a patch target is looked up
     }
 
 

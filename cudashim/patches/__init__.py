@@ -5,21 +5,22 @@
     when_imported(name, cb)      cb(module) right after `name` loads, or at once if it is loaded
     original("X:f")              the object X.f was before the shim patched it
     status()                     one dict per active patch: target, replacement, source, state, rebound
-    PACKS, PLATFORM_MODE         the built-in patch packs, as data (below); pack_of(target)
+    PACKS, PLATFORM_MODE         the built-in patch packs (data of cudashim.config) and when they apply; pack_of
 
-install() runs in the bootstrap of every shimmed interpreter, and most programs never import a patch
-target: so when no target is loaded yet it only hands the import hook the module names to watch
-(defer), and the records and the registry (_patch) load when one of those modules is first looked up,
-or when any function here other than when_imported() is called. What a caller sees is the same as
-an install done at once; what a `python -c pass` pays is the hook and the pack table (which lives
-here for that reason: a module of its own was one more import, ~0.1 ms, of every shimmed start-up).
+A shimmed process loads this package only when a module the hook would watch (torch, or one holding
+a patch target) is first looked up, or when a program imports it: until then the bootstrap's armed
+hook (cudashim._bootstrap._Pending) holds the names, and the last lines here carry out its install.
+install() itself defers too, when no target is loaded yet: it only hands the import hook the module
+names to watch, and the records and the registry (_patch) load when one of those modules is first
+looked up, or when any function here other than when_imported() is called. What a caller sees is
+the same as an install done at once.
 """
 
 import _thread
 import sys
 
 from .. import _on_reset, envs
-from ..config import Config
+from ..config import PACKS, Config, target_modules
 from . import _hook
 
 # no importlib, threading, typing or `from __future__ import annotations` here (each one more
@@ -51,31 +52,9 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------------
-# Built-in patch packs, as data: CUDA-only symbols the shim knows how to replace.
-#
-# A pack is switched off as a whole by naming it in `disable` (config) or CUDASHIM_DISABLE_PATCHES;
-# a single target by naming its "module:symbol".
-# On `nvidia` a built-in patch applies only where its target module is not installed (the real
-# kernel wins); on `cpu` and `ascend` it always applies.
-
-_FA = "cudashim.npu_ops.flash_attn"
-
-PACKS: dict[str, dict[str, str]] = {
-    "flash_attn": {
-        "flash_attn:flash_attn_func": f"{_FA}:flash_attn_func",
-        "flash_attn:flash_attn_varlen_func": f"{_FA}:flash_attn_varlen_func",
-        "flash_attn:flash_attn_with_kvcache": f"{_FA}:flash_attn_with_kvcache",
-        "flash_attn.flash_attn_interface:flash_attn_func": f"{_FA}:flash_attn_func",
-        "flash_attn.flash_attn_interface:flash_attn_varlen_func": f"{_FA}:flash_attn_varlen_func",
-        "flash_attn.flash_attn_interface:flash_attn_with_kvcache": f"{_FA}:flash_attn_with_kvcache",
-    },
-    "flash_attn_cute": {
-        "flash_attn.cute.interface:_flash_attn_fwd": "cudashim.npu_ops.flash_attn_cute:_flash_attn_fwd",
-    },
-    "deep_select": {
-        "deep_select.interface:topk": "cudashim.npu_ops.deep_select:topk",
-    },
-}
+# The built-in patch packs (PACKS) are data of cudashim.config, next to the patch maps a project
+# writes there: the bootstrap needs their module names in every shimmed start-up, and this package
+# loads only when one of those modules (or torch) is first imported. When a built-in patch applies:
 
 ALWAYS = "always"
 ABSENT_ONLY = "absent-only"
@@ -124,14 +103,6 @@ def _platform_name(platform: "Any") -> str:
     return name
 
 
-def _targets(config: Config, name: str) -> set[str]:
-    """The modules holding a target of plan(config, name) (same choice, without building records)."""
-    disabled = config.disable
-    targets = {t for pack, mapping in PACKS.items() if pack not in disabled for t in mapping if t not in disabled}
-    targets.update(e.target for e in config.patches_for(name) if e.target not in disabled)
-    return {t.split(":")[0] for t in targets}
-
-
 def _realize() -> None:
     """Carry out the deferred install, if any: the registry watches for real, then placeholders go."""
     global _deferred
@@ -166,11 +137,10 @@ def install(config: Config | None, platform: "Any") -> None:
             _deferred = None
             _hook.unwatch_all()  # only placeholders are watched: nothing was applied yet
         if _IMPL not in sys.modules:
-            targets = _targets(config, name)
+            targets = target_modules(config, name)
             if not any(m in sys.modules for m in targets):  # else patch those now: the registry does
-                packages = {m.rsplit(".", i)[0] for m in targets for i in range(1, m.count(".") + 1)}
                 _deferred = (config, name, bool(envs.get("CUDASHIM_DEBUG")))
-                _hook.defer(targets | packages, _realize)
+                _hook.defer(target_modules(config, name, packages=True), _realize)
                 return
         from . import _patch
 
@@ -212,3 +182,10 @@ def status() -> "list[dict[str, Any]]":
 
 
 _on_reset(uninstall)  # the registry of cudashim._state, without importing it
+
+# A shimmed start-up arms the hook without loading this package (cudashim._bootstrap._Pending): a
+# program that imports it before any watched module gets that install carried out now, so what it
+# sees here (installed(), status(), original()) is what the bootstrap asked for.
+_bootstrap = sys.modules.get("cudashim._bootstrap")
+if _bootstrap is not None:
+    _bootstrap._load_hook()
