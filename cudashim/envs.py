@@ -2,7 +2,7 @@
 
 READ lists the variables the shim reads (its own CUDASHIM_* and the foreign ones it interprets).
 PLATFORM_ENV is the table of variables the bootstrap sets per platform, before torch is imported;
-`cudashim doctor` prints it. apply_platform_env() applies it to an environ and returns what it
+`cudashim doctor` prints it. Both are written below as plain rows and become records on first use. apply_platform_env() applies it to an environ and returns what it
 changed, so a bootstrap that fails later can undo it (undo()).
 Reading never imports torch.
 """
@@ -153,31 +153,31 @@ class Var(_Record):
     doc: str
 
 
-READ: dict[str, Var] = {
-    v.name: v
-    for v in (
-        Var("CUDASHIM_DISABLE", _bool, False, "1 turns the whole shim off (trampolines become no-ops)"),
-        Var("CUDASHIM_PLATFORM", _platform, None, "override detection: ascend | nvidia | cpu"),
-        Var("CUDASHIM_CONFIG", _str, None, "path of the config file to use instead of searching"),
-        Var("CUDASHIM_REPORT", _str, None, "write the migration report (JSON) to this path at exit"),
-        Var("CUDASHIM_DISABLE_PATCHES", _csv, (), "patch keys or built-in pack names to switch off"),
-        Var("CUDASHIM_DEVICES_PER_RANK", _int, None, "with LOCAL_RANK: give each rank N consecutive devices"),
-        Var("CUDASHIM_CPU_DEVICES", _int, None, "torch.cuda.device_count() on cpu (default LOCAL_WORLD_SIZE or 1)"),
-        Var("CUDASHIM_NCCL_NUM_SMS", _int, 32, "NCCL min/max CTAs in get_distributed_options()"),
-        Var("CUDASHIM_STRICT", _bool, False, "set by `cudashim run`: bootstrap errors stop the process (exit 2)"),
-        Var("CUDASHIM_SYSROOT", _str, None, "root under which hardware probes read /dev, /sys, /proc (tests)"),
-        Var("CUDASHIM_DEBUG", _bool, False, "trace what the shim does on stderr"),
-        Var("CUDA_VISIBLE_DEVICES", _str, None, "CUDA's visible devices"),
-        Var("ASCEND_RT_VISIBLE_DEVICES", _str, None, "CANN's visible devices"),
-        Var("LOCAL_RANK", _int, None, "rank on this node, set by launchers (torchrun)"),
-        Var("LOCAL_WORLD_SIZE", _int, None, "ranks on this node, set by launchers (torchrun)"),
-        Var("CUDASHIM_SCRIPT_DIR", _str, None, "set by `cudashim run`: folder the config search starts from"),
-        Var("CUDASHIM_RANK_DEVICES", _str, None, "set by the bootstrap: 'rank:per_rank' already assigned"),
-        Var("PYTORCH_CUDA_ALLOC_CONF", _str, None, "CUDA allocator settings; translated on ascend"),
-        Var("PYTORCH_NPU_ALLOC_CONF", _str, None, "NPU allocator settings; an explicit value wins"),
-        Var("PYTORCH_ALLOC_CONF", _str, None, "generic allocator settings (torch >= 2.9), read by torch_npu"),
-        Var("NCCL_SOCKET_IFNAME", _str, None, "NCCL's network interface; carried over to HCCL_SOCKET_IFNAME on ascend"),
-    )
+# The variables read, as rows: name -> (parse, default, doc). get() reads these in every shimmed
+# start-up; the Var records of READ are built from them on first use (32 records of a table were a
+# tenth of what the bootstrap added to `python -c pass`).
+_READ_ROWS: "dict[str, tuple[Callable[[str, str], object], object, str]]" = {
+    "CUDASHIM_DISABLE": (_bool, False, "1 turns the whole shim off (trampolines become no-ops)"),
+    "CUDASHIM_PLATFORM": (_platform, None, "override detection: ascend | nvidia | cpu"),
+    "CUDASHIM_CONFIG": (_str, None, "path of the config file to use instead of searching"),
+    "CUDASHIM_REPORT": (_str, None, "write the migration report (JSON) to this path at exit"),
+    "CUDASHIM_DISABLE_PATCHES": (_csv, (), "patch keys or built-in pack names to switch off"),
+    "CUDASHIM_DEVICES_PER_RANK": (_int, None, "with LOCAL_RANK: give each rank N consecutive devices"),
+    "CUDASHIM_CPU_DEVICES": (_int, None, "torch.cuda.device_count() on cpu (default LOCAL_WORLD_SIZE or 1)"),
+    "CUDASHIM_NCCL_NUM_SMS": (_int, 32, "NCCL min/max CTAs in get_distributed_options()"),
+    "CUDASHIM_STRICT": (_bool, False, "set by `cudashim run`: bootstrap errors stop the process (exit 2)"),
+    "CUDASHIM_SYSROOT": (_str, None, "root under which hardware probes read /dev, /sys, /proc (tests)"),
+    "CUDASHIM_DEBUG": (_bool, False, "trace what the shim does on stderr"),
+    "CUDA_VISIBLE_DEVICES": (_str, None, "CUDA's visible devices"),
+    "ASCEND_RT_VISIBLE_DEVICES": (_str, None, "CANN's visible devices"),
+    "LOCAL_RANK": (_int, None, "rank on this node, set by launchers (torchrun)"),
+    "LOCAL_WORLD_SIZE": (_int, None, "ranks on this node, set by launchers (torchrun)"),
+    "CUDASHIM_SCRIPT_DIR": (_str, None, "set by `cudashim run`: folder the config search starts from"),
+    "CUDASHIM_RANK_DEVICES": (_str, None, "set by the bootstrap: 'rank:per_rank' already assigned"),
+    "PYTORCH_CUDA_ALLOC_CONF": (_str, None, "CUDA allocator settings; translated on ascend"),
+    "PYTORCH_NPU_ALLOC_CONF": (_str, None, "NPU allocator settings; an explicit value wins"),
+    "PYTORCH_ALLOC_CONF": (_str, None, "generic allocator settings (torch >= 2.9), read by torch_npu"),
+    "NCCL_SOCKET_IFNAME": (_str, None, "NCCL's network interface; carried over to HCCL_SOCKET_IFNAME on ascend"),
 }
 
 
@@ -188,11 +188,11 @@ def raw(name: str, environ: "Mapping[str, str] | None" = None) -> str | None:
 
 def get(name: str, environ: "Mapping[str, str] | None" = None) -> object:
     """The typed value of a variable in READ; its default when unset; EnvError when malformed."""
-    var = READ[name]
+    parse, default, _ = _READ_ROWS[name]
     value = raw(name, environ)
     if value is None:
-        return var.default
-    return var.parse(name, value)
+        return default
+    return parse(name, value)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -219,27 +219,29 @@ class EnvRule(_Record):
     when: str | None
 
 
-PLATFORM_ENV: tuple[EnvRule, ...] = (
-    EnvRule("ascend", "PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True", "default",
-            "the KV pool and weights fragment fixed segments; translated from PYTORCH_CUDA_ALLOC_CONF when set",
-            source="PYTORCH_CUDA_ALLOC_CONF"),
-    EnvRule("ascend", "TASK_QUEUE_ENABLE", "0", "owned",
-            "direct op dispatch: graph capture must see exactly the tasks of a step"),
-    EnvRule("ascend", "HCCL_BUFFSIZE", "16", "owned",
-            "16 MB collective buffers; larger ones eat the KV pool"),
-    EnvRule("ascend", "HCCL_CONNECT_TIMEOUT", "240", "default", "tolerate slow nodes while ranks connect"),
-    EnvRule("ascend", "HCCL_EXEC_TIMEOUT", "200", "default", "tolerate slow collectives"),
-    EnvRule("ascend", "HCCL_HOST_SOCKET_PORT_RANGE", "auto", "default", "no port clashes between instances"),
-    EnvRule("ascend", "HCCL_NPU_SOCKET_PORT_RANGE", "auto", "default", "no port clashes between instances"),
-    EnvRule("ascend", "TILELANG_DEFAULT_TARGET", "ascend", "default",
-            "torch.cuda.is_available() is True under the alias, so TileLang would otherwise pick cuda"),
-    EnvRule("ascend", "HCCL_SOCKET_IFNAME", None, "default", "the NCCL interface choice carries over to HCCL",
-            source="NCCL_SOCKET_IFNAME"),
-    EnvRule("nvidia", "PYTORCH_NVML_BASED_CUDA_CHECK", "1", "default",
-            "torch.cuda.is_available() asks NVML instead of creating a context that would freeze visibility"),
-    EnvRule("cpu", "TORCH_DEVICE_BACKEND_AUTOLOAD", "0", "default",
-            "torch_npu is installed but there is no NPU: torch's backend autoload would fail `import torch`",
-            when="torch_npu_installed"),
+# (platform, name, value, mode, why[, source[, when]]): the fields of EnvRule, as rows. apply_platform_env
+# reads these in every shimmed start-up; PLATFORM_ENV, the EnvRule records, is built on first use.
+_RULE_ROWS: "tuple[tuple[str | None, ...], ...]" = (
+    ("ascend", "PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True", "default",
+     "the KV pool and weights fragment fixed segments; translated from PYTORCH_CUDA_ALLOC_CONF when set",
+     "PYTORCH_CUDA_ALLOC_CONF"),
+    ("ascend", "TASK_QUEUE_ENABLE", "0", "owned",
+     "direct op dispatch: graph capture must see exactly the tasks of a step"),
+    ("ascend", "HCCL_BUFFSIZE", "16", "owned",
+     "16 MB collective buffers; larger ones eat the KV pool"),
+    ("ascend", "HCCL_CONNECT_TIMEOUT", "240", "default", "tolerate slow nodes while ranks connect"),
+    ("ascend", "HCCL_EXEC_TIMEOUT", "200", "default", "tolerate slow collectives"),
+    ("ascend", "HCCL_HOST_SOCKET_PORT_RANGE", "auto", "default", "no port clashes between instances"),
+    ("ascend", "HCCL_NPU_SOCKET_PORT_RANGE", "auto", "default", "no port clashes between instances"),
+    ("ascend", "TILELANG_DEFAULT_TARGET", "ascend", "default",
+     "torch.cuda.is_available() is True under the alias, so TileLang would otherwise pick cuda"),
+    ("ascend", "HCCL_SOCKET_IFNAME", None, "default", "the NCCL interface choice carries over to HCCL",
+     "NCCL_SOCKET_IFNAME"),
+    ("nvidia", "PYTORCH_NVML_BASED_CUDA_CHECK", "1", "default",
+     "torch.cuda.is_available() asks NVML instead of creating a context that would freeze visibility"),
+    ("cpu", "TORCH_DEVICE_BACKEND_AUTOLOAD", "0", "default",
+     "torch_npu is installed but there is no NPU: torch's backend autoload would fail `import torch`",
+     None, "torch_npu_installed"),
 )
 
 # Keys the NPU caching allocator (torch_npu NPUAllocatorConfig) accepts: its own, then the common
@@ -313,7 +315,7 @@ def _torch_npu_installed() -> bool:
 _CONDITIONS: "dict[str, Callable[[], bool]]" = {"torch_npu_installed": _torch_npu_installed}
 
 
-def _alloc_conf_value(rule: EnvRule, env: "Mapping[str, str]", notes: list[str]) -> str | None:
+def _alloc_conf_value(value: str | None, source: str | None, env: "Mapping[str, str]", notes: list[str]) -> str | None:
     """What PYTORCH_NPU_ALLOC_CONF should be set to, or None to leave it alone."""
     npu, generic = env.get("PYTORCH_NPU_ALLOC_CONF"), env.get("PYTORCH_ALLOC_CONF")
     if npu is not None and generic is not None and npu != generic:
@@ -327,13 +329,13 @@ def _alloc_conf_value(rule: EnvRule, env: "Mapping[str, str]", notes: list[str])
         )
     if npu is not None or generic is not None:
         return None  # explicit wins; and a second NPU value next to PYTORCH_ALLOC_CONF would conflict
-    cuda = env.get(rule.source) if rule.source else None
+    cuda = env.get(source) if source else None
     if cuda is None:
-        return rule.value
+        return value
     translated, dropped = translate_alloc_conf(cuda)
     if dropped:
         notes.append(
-            f"{rule.source}={cuda!r}: the NPU allocator does not know {', '.join(repr(k) for k in dropped)}; "
+            f"{source}={cuda!r}: the NPU allocator does not know {', '.join(repr(k) for k in dropped)}; "
             f"dropped and set PYTORCH_NPU_ALLOC_CONF={translated!r} (set PYTORCH_NPU_ALLOC_CONF yourself to choose)"
         )
     return translated
@@ -350,28 +352,41 @@ def apply_platform_env(
     env = os.environ if environ is None else environ
     notes = [] if notes is None else notes
     planned: list[tuple[str, str]] = []
-    for rule in PLATFORM_ENV:
-        if rule.platform != platform or (rule.when is not None and not _CONDITIONS[rule.when]()):
+    for row in _RULE_ROWS:
+        if row[0] != platform:
             continue
-        current = env.get(rule.name)
-        if rule.name == "PYTORCH_NPU_ALLOC_CONF":
-            value = _alloc_conf_value(rule, env, notes)
-        elif rule.source is not None and env.get(rule.source) is not None:
-            value = env[rule.source]
-        else:
-            value = rule.value
+        _, name, value, mode, why, source, when = row + (None,) * (7 - len(row))
+        if when is not None and not _CONDITIONS[when]():
+            continue
+        current = env.get(name)
+        if name == "PYTORCH_NPU_ALLOC_CONF":
+            value = _alloc_conf_value(value, source, env, notes)
+        elif source is not None and env.get(source) is not None:
+            value = env[source]
         if value is None or current == value:
             continue
-        if current is not None and rule.mode == "default":
+        if current is not None and mode == "default":
             continue  # the user's explicit value wins
         if current is not None:
-            notes.append(f"{rule.name}={current!r} overridden to {value!r} on {platform}: the shim owns it ({rule.why})")
-        planned.append((rule.name, value))
+            notes.append(f"{name}={current!r} overridden to {value!r} on {platform}: the shim owns it ({why})")
+        planned.append((name, value))
     changes: list[Change] = []
     for name, value in planned:
         changes.append((name, env.get(name)))
         env[name] = value
     return changes
+
+
+def __getattr__(name: str) -> object:
+    # the tables as records (doctor, tests), built from the rows on first use and then kept
+    if name == "READ":
+        value: object = {n: Var(n, *row) for n, row in _READ_ROWS.items()}
+    elif name == "PLATFORM_ENV":
+        value = tuple(EnvRule(*row) for row in _RULE_ROWS)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def undo(changes: list[Change], environ: "MutableMapping[str, str] | None" = None) -> None:
