@@ -30,3 +30,17 @@ def test_bootstrap_comes_from_the_launchers_package_not_a_decoy_on_the_path(tmp_
     assert "DECOY" not in r.stdout
     assert f"cudashim from {REPO / 'cudashim' / '__init__.py'}" in r.stdout
     assert "active True" in r.stdout
+
+
+def test_the_trampoline_does_not_search_its_packages_parent_folder(tmp_path: Path) -> None:
+    """The installed trampoline's package usually sits in site-packages: listing that folder (what a
+    sys.path search does first) would cost more than the bootstrap itself. It loads the package from
+    its own file instead, so the folder is never searched (no finder is cached for it)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys, cudashim, cudashim._bootstrap as b\n"
+                     f"print(b.status()['active'], {str(REPO)!r} in sys.path_importer_cache, {str(REPO)!r} in sys.path)\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "cudashim" / "_bootstrap"), "CUDASHIM_PLATFORM": "cpu",
+           "CUDASHIM_SYSROOT": str(tmp_path)}
+    r = subprocess.run([sys.executable, str(probe)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "False", "False"]
