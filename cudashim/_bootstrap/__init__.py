@@ -349,8 +349,10 @@ def _chain_user_sitecustomize() -> None:
     if _chained is not None:
         return
     _chained = ""
-    loaded = getattr(sys.modules.get("sitecustomize"), "__file__", None)
-    if loaded and not _is_trampoline(loaded):
+    running = sys.modules.get("sitecustomize")
+    loaded = getattr(running, "__file__", None)
+    # a trampoline says so (no need to read its file again); an older copy is recognised by its mark
+    if loaded and not (getattr(running, "__cudashim_trampoline__", False) or _is_trampoline(loaded)):
         return  # bootstrap() called from code, after `site` already ran the user's file: not twice
     for entry in list(sys.path):
         try:

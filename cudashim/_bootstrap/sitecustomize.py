@@ -3,6 +3,8 @@
 import os as _os
 import sys as _sys
 
+__cudashim_trampoline__ = True  # what the bootstrap's sitecustomize chain checks first
+
 # The cudashim this folder belongs to, not another copy that happens to be installed or on the path.
 # Loaded from its own file (importlib's recipe for importing a source file directly), not by putting
 # its parent folder on sys.path for a moment: that folder is often site-packages, whose listing alone
