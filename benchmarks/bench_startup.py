@@ -18,13 +18,17 @@
 
 Fresh interpreters, variants interleaved round by round (A B C, B C A, ...) so that machine load
 drifts into every variant alike; medians reported. Detection runs against the real machine (as a
-user's run would); nothing is cached between runs except the OS file cache.
+user's run would); nothing is cached between runs except the OS file cache. The benchmark pins
+itself, and so every interpreter it starts, to one CPU (the last one it may use; --no-pin to
+not): unpinned, each fresh interpreter lands on another core with cold caches, and on the 16-core
+H200 host that spread `python -c pass` alone over an IQR of 3.5 ms, more than the effect measured
+(pinned: 0.5 ms).
 
 3. Where the time goes: in fresh bare-venv interpreters without the shim, the bootstrap's imports
    one after the other (each row is what that import adds to the ones above it), then one
    bootstrap() call; minimum over the rounds, the least disturbed by machine load.
 
-    python benchmarks/bench_startup.py [--rounds 40] [--torch-rounds 12] [--no-torch] [--no-bare] [--against DIR]
+    python benchmarks/bench_startup.py [--rounds 40] [--torch-rounds 12] [--no-torch] [--no-bare] [--no-pin] [--against DIR]
 """
 
 from __future__ import annotations
@@ -130,6 +134,11 @@ def _pass_section(py: str, pkg: Path, rounds: int, label: str, against: Path | N
     print(f"  added by the bootstrap: {added_paired:.2f} ms (median of per-round differences); difference of "
           f"medians {added:.2f} ms wall, {added_cpu:.2f} ms CPU; of minima {added_min:.2f} ms (trampoline alone "
           f"{tramp:.2f} ms); goal < 3 ms: {'met' if added_paired < 3 else 'NOT met'}")
+    base = wall["baseline"]
+    busy = med(base) / min(base)
+    if busy > 1.15:  # a busy machine stretches every run, and the difference with them
+        print(f"  NOTE: the baseline's median is {busy:.2f}x its best run: this machine was busy, and every "
+              f"figure here is stretched about that much")
     # every later import searches one folder more, whatever the folder holds: the share of any
     # PYTHONPATH activation, not of the shim's code
     print(f"  of which one PYTHONPATH entry (an empty folder): {entry:.2f} ms wall median, {entry_cpu:.2f} ms CPU "
@@ -181,8 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-bare", action="store_true", help="skip the bare-venv measurements")
     ap.add_argument("--against", type=Path, help="another checkout (e.g. `git worktree` of an older commit) "
                     "whose bootstrap runs interleaved with this one's, for a before/after on a busy machine")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin the runs to one CPU")
     args = ap.parse_args(argv)
     py = sys.executable
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not args.no_pin and len(cpus) > 1:
+        os.sched_setaffinity(0, {cpus[-1]})  # inherited by every interpreter started below
+        print(f"pinned to CPU {cpus[-1]} (of {len(cpus)}); --no-pin to let the runs float")
     with tempfile.TemporaryDirectory() as tmp:
         pkg = Path(tmp)
         (pkg / "cudashim").symlink_to(REPO / "cudashim", target_is_directory=True)
