@@ -3,8 +3,8 @@
 bootstrap() is what the sitecustomize trampolines call; activate()/deactivate() are the in-code
 route. The order is the point:
 
-  config -> platform -> device visibility -> environment -> import hook (patches; alias layer
-  right after `import torch`) -> the user's own sitecustomize
+  config -> platform -> device visibility -> environment -> import hook (armed here, loaded on the
+  first lookup of torch or a patch target: see _Pending) -> the user's own sitecustomize
 
 Since torch 2.5 `import torch` auto-loads torch_npu, which freezes device visibility and reads the
 allocator settings, so everything up to the import hook must be settled before torch is imported;
