@@ -14,7 +14,9 @@
    processes on a loaded machine.
 2. `python -c "import torch"` with the bootstrap vs without, the alias layer excluded: the shimmed
    runs use CUDASHIM_PLATFORM=nvidia, where nothing is aliased, so what is measured is the bootstrap
-   plus the import hook on sys.meta_path while torch's ~1,000 modules load. Goal: ratio <= 1.03.
+   plus the import hook on sys.meta_path while torch's ~1,000 modules load. Goal: ratio <= 1.03,
+   judged like section 1 on the rounds themselves (median of per-round ratios: both ran back to back),
+   with the ratio of medians and of minima beside it.
 
 Fresh interpreters, variants interleaved round by round (A B C, B C A, ...) so that machine load
 drifts into every variant alike; medians reported. Detection runs against the real machine (as a
@@ -220,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio = statistics.median(wall["bootstrap + hook"]) / statistics.median(wall["baseline"])
             ratio_cpu = statistics.median(cpu["bootstrap + hook"]) / statistics.median(cpu["baseline"])
             ratio_min = min(wall["bootstrap + hook"]) / min(wall["baseline"])
-            print(f"  ratio {ratio:.3f} wall median, {ratio_min:.3f} wall min, {ratio_cpu:.3f} CPU median; "
-                  f"goal <= 1.03 (wall median): {'met' if ratio <= 1.03 else 'NOT met'}")
+            paired = statistics.median(s / b for s, b in zip(wall["bootstrap + hook"], wall["baseline"]))
+            print(f"  ratio {paired:.3f} (median of per-round ratios); of medians {ratio:.3f} wall, {ratio_cpu:.3f} CPU; "
+                  f"of minima {ratio_min:.3f}; goal <= 1.03: {'met' if paired <= 1.03 else 'NOT met'}")
             # what the shim can add, counted rather than timed: one finder miss per module lookup
             probe = ("import sys, time\nfrom cudashim.patches._hook import FINDER\nn = 0\n"
                      "class C:\n    def find_spec(self, *a):\n        global n; n += 1\n"
