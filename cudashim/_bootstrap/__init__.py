@@ -201,6 +201,9 @@ class _Pending:
             self._unhook()
             if _pending is self:
                 _pending = None
+        atexit = sys.modules.get("atexit")  # arm() imported it
+        if atexit is not None:
+            atexit.unregister(self._unhook)
         if loaded:
             patches = sys.modules.get("cudashim.patches")
             if patches is not None:
