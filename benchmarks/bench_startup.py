@@ -29,8 +29,10 @@ H200 host that spread `python -c pass` alone over an IQR of 3.5 ms, more than th
 3. Where the time goes: in fresh bare-venv interpreters without the shim, the bootstrap's imports
    one after the other (each row is what that import adds to the ones above it), then one
    bootstrap() call; minimum over the rounds, the least disturbed by machine load.
+4. With --instructions (needs valgrind): instructions `python -c pass` executes with and without the
+   shim, counted by callgrind, the same in every run: what a change saves shows even on a busy box.
 
-    python benchmarks/bench_startup.py [--rounds 40] [--torch-rounds 12] [--no-torch] [--no-bare] [--no-pin] [--against DIR]
+    python benchmarks/bench_startup.py [--rounds 40] [--torch-rounds 12] [--no-torch] [--no-bare] [--no-pin] [--instructions] [--against DIR]
 """
 
 from __future__ import annotations
@@ -167,6 +169,35 @@ print(repr(out))
 """ % (_STEPS,)
 
 
+def _instructions(py: str, pkg: Path, against: Path | None) -> None:
+    """Instructions executed by `python -c pass` under callgrind: the same count in every run (fixed hash
+    seed), so a change of a few percent shows where timing on a busy machine cannot."""
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        print("4. instructions: valgrind is not installed; skipped")
+        return
+    variants = {"baseline": _env(pkg, False), "shim": _env(pkg, True)}
+    if against is not None:
+        variants["shim of --against"] = _env(pkg, against / "cudashim" / "_bootstrap")
+    counts = {}
+    for name, env in variants.items():
+        env = dict(env, PYTHONHASHSEED="0")
+        _time([py, "-c", "pass"], env)  # bytecode caches written before counting
+        r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", py, "-c", "pass"],
+                           env=env, capture_output=True, text=True)
+        m = re.search(r"Collected : (\d+)", r.stderr)
+        if r.returncode != 0 or m is None:
+            print(f"4. instructions: callgrind failed for {name}; skipped\n{r.stderr[-2000:]}")
+            return
+        counts[name] = int(m.group(1))
+    base = counts.pop("baseline")
+    print(f"4. instructions (callgrind, {py}): baseline {base / 1e6:.2f} M")
+    for name, n in counts.items():
+        print(f"  {name:<28} +{(n - base) / 1e6:.2f} M ({(n - base) / base * 100:.1f} % of the baseline)")
+
+
 def _breakdown(py: str, pkg: Path, rounds: int) -> None:
     best: dict[str, float] = {}
     order: list[str] = []
@@ -193,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--against", type=Path, help="another checkout (e.g. `git worktree` of an older commit) "
                     "whose bootstrap runs interleaved with this one's, for a before/after on a busy machine")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the runs to one CPU")
+    ap.add_argument("--instructions", action="store_true", help="also count the instructions of python -c pass "
+                    "with and without the shim under valgrind's callgrind (deterministic; ~10 s)")
     args = ap.parse_args(argv)
     py = sys.executable
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -243,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         where = "a bare venv" if bare is not None else "this interpreter"
         print(f"3. where the time goes ({where}, platform forced to cpu), min of {args.rounds} fresh interpreters")
         _breakdown(bare or py, pkg, args.rounds)
+        if args.instructions:
+            _instructions(bare or py, pkg, against)
     return 0
 
 
