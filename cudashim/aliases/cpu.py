@@ -34,7 +34,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .. import _state
+from .. import _state, envs
 from . import _cpu_compile, _cpu_device, _cpu_limits, _cpu_memory, _cpu_streams, _cpu_torch, probes
 from ._common import (
     Bindings,
@@ -49,6 +49,7 @@ __all__ = ["install", "uninstall", "installed", "rewriter"]
 
 _bindings = Bindings()
 _rewrite: DeviceRewriter | None = None
+_device: Any = None  # the emulated device's module when CUDASHIM_CPU_BACKEND=device
 _POSITIONAL_DEVICE: dict[str, int] = {}  # factories whose device may come positionally (none in torch 2.13)
 
 _MEMORY = ("mem_get_info", "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
@@ -63,7 +64,21 @@ _STREAMS = ("Stream", "ExternalStream", "Event", "StreamContext", "stream", "cur
 
 
 def installed() -> bool:
-    return _rewrite is not None
+    return _rewrite is not None or _device is not None
+
+
+def _install_device(torch: Any) -> Any:
+    """cuda:N tensors of the emulated device (cudashim.emulated): no argument is rewritten."""
+    from .. import emulated
+
+    dm = emulated.install(_bindings)
+    dm.core.set_device_count(_cpu_device.cpu_device_count())
+    probes.install("cpu", torch.cuda.is_available)
+    subs = [m for n, m in list(sys.modules.items()) if n.startswith("torch.cuda.") and m is not None]
+    for name, value in _cpu_limits.LIMIT_TABLE.items():
+        _bind_cuda(torch, name, value, "unsupported", subs)
+    _bind_lazy_limits()
+    return dm
 
 
 def rewriter() -> DeviceRewriter | None:
@@ -85,11 +100,19 @@ def _bind_cuda(torch: Any, name: str, value: Any, treatment: str, submodules: li
 
 
 def install() -> None:
-    """Alias torch.cuda to the CPU (idempotent)."""
-    global _rewrite
-    if _rewrite is not None:
+    """Alias torch.cuda to the CPU, or make it the emulated device (idempotent)."""
+    global _rewrite, _device
+    if _rewrite is not None or _device is not None:
         return
     import torch
+
+    if envs.get("CUDASHIM_CPU_BACKEND") == "device":
+        try:
+            _device = _install_device(torch)
+        except BaseException:
+            uninstall()
+            raise
+        return
 
     rw = DeviceRewriter(torch, "cpu", keep_index=False)
     _rewrite = rw
@@ -260,9 +283,10 @@ def _bind_lazy_limits() -> None:
 
 def uninstall() -> None:
     """Put back every original (idempotent)."""
-    global _rewrite
-    if _rewrite is not None:
+    global _rewrite, _device
+    if _rewrite is not None or _device is not None:
         probes.uninstall()
+    _device = None
     _bindings.restore()
     _cpu_compile.forget()
     _rewrite = None

@@ -1,0 +1,177 @@
+// Host memory for the device, with CUDA-style statistics, and pinned host memory.
+//
+// Sizes are rounded up to 512 bytes as CUDA's caching allocator does, so memory_allocated() moves by
+// the same amounts as on a GPU. Nothing is cached: freed memory goes back to the host at once, so
+// "reserved" equals "allocated" and empty_cache() has nothing to return.
+#include "shim.h"
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+namespace cudashim {
+namespace {
+
+constexpr size_t kRound = 512;
+constexpr int kMaxDevices = 64;
+
+struct Counters {
+  std::atomic<int64_t> allocated{0}, allocated_peak{0}, allocations{0}, allocations_peak{0};
+  std::atomic<int64_t> allocated_total{0}, freed_total{0}, num_alloc{0}, num_free{0};
+};
+std::array<Counters, kMaxDevices> g_stats;
+
+void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
+  int64_t p = peak.load(std::memory_order_relaxed);
+  while (value > p && !peak.compare_exchange_weak(p, value)) {
+  }
+}
+
+struct Block {  // the DataPtr's context: what to account when the memory is freed
+  void* ptr;
+  int64_t size;
+  c10::DeviceIndex device;
+};
+
+void release(void* ctx) {
+  auto* b = static_cast<Block*>(ctx);
+  auto& s = g_stats[b->device];
+  s.allocated.fetch_sub(b->size);
+  s.allocations.fetch_sub(1);
+  s.freed_total.fetch_add(b->size);
+  s.num_free.fetch_add(1);
+  c10::free_cpu(b->ptr);
+  delete b;
+}
+
+// Device memory; `as` is the device the DataPtr reports (the device itself, or CPU while a CPU
+// kernel fills it for the device: see CaptureAllocations).
+c10::DataPtr allocate_on(c10::DeviceIndex index, size_t n, c10::Device as) {
+  if (n == 0) return c10::DataPtr(nullptr, as);
+  const int64_t size = static_cast<int64_t>((n + kRound - 1) / kRound * kRound);
+  void* p = c10::alloc_cpu(static_cast<size_t>(size));
+  auto& s = g_stats[index];
+  raise_peak(s.allocated_peak, s.allocated.fetch_add(size) + size);
+  raise_peak(s.allocations_peak, s.allocations.fetch_add(1) + 1);
+  s.allocated_total.fetch_add(size);
+  s.num_alloc.fetch_add(1);
+  return c10::DataPtr(p, new Block{p, size, index}, &release, as);
+}
+
+struct DeviceAllocator final : c10::Allocator {
+  c10::DeviceIndex index = -1;  // -1: the calling thread's current device
+  c10::DataPtr allocate(size_t n) override {
+    const auto i = check_index(index);
+    return allocate_on(i, n, c10::Device(kType, i));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
+};
+
+std::array<DeviceAllocator, kMaxDevices + 1> g_device_allocators;  // [0] is "current device"
+
+// Pinned host memory: ordinary host memory the device remembers, so is_pinned() can answer.
+std::mutex g_pinned_mutex;
+std::unordered_set<const void*> g_pinned;
+std::atomic<int64_t> g_pinned_bytes{0};
+
+struct PinnedBlock {
+  void* ptr;
+  int64_t size;
+};
+
+void release_pinned(void* ctx) {
+  auto* b = static_cast<PinnedBlock*>(ctx);
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    g_pinned.erase(b->ptr);
+  }
+  g_pinned_bytes.fetch_sub(b->size);
+  c10::free_cpu(b->ptr);
+  delete b;
+}
+
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    if (n == 0) return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
+    void* p = c10::alloc_cpu(n);
+    {
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
+      g_pinned.insert(p);
+    }
+    g_pinned_bytes.fetch_add(static_cast<int64_t>(n));
+    return c10::DataPtr(p, new PinnedBlock{p, static_cast<int64_t>(n)}, &release_pinned, c10::Device(c10::kCPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
+};
+PinnedAllocator g_pinned_allocator;
+
+// The CPU allocator, wrapped: inside the fallback (CaptureAllocations) it hands out device memory.
+thread_local c10::DeviceIndex t_capture = -1;
+c10::Allocator* g_cpu_allocator = nullptr;
+
+struct CpuAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    if (t_capture < 0) return g_cpu_allocator->allocate(n);
+    return allocate_on(t_capture, n, c10::Device(c10::kCPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
+};
+CpuAllocator g_wrapped_cpu;
+
+}  // namespace
+
+c10::Allocator* device_allocator(c10::DeviceIndex index) {
+  auto& a = g_device_allocators[index < 0 ? 0 : index + 1];
+  a.index = index < 0 ? -1 : index;
+  return &a;
+}
+c10::Allocator* pinned_allocator() { return &g_pinned_allocator; }
+
+bool is_pinned_ptr(const void* ptr) {
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  return g_pinned.count(ptr) != 0;
+}
+
+DeviceStats device_stats(c10::DeviceIndex index) {
+  const auto& s = g_stats[check_index(index)];
+  DeviceStats d;
+  d.allocated = s.allocated;
+  d.allocated_peak = s.allocated_peak;
+  d.allocations = s.allocations;
+  d.allocations_peak = s.allocations_peak;
+  d.allocated_total = s.allocated_total;
+  d.freed_total = s.freed_total;
+  d.num_alloc = s.num_alloc;
+  d.num_free = s.num_free;
+  return d;
+}
+
+void reset_peak(c10::DeviceIndex index) {
+  auto& s = g_stats[check_index(index)];
+  s.allocated_peak = s.allocated.load();
+  s.allocations_peak = s.allocations.load();
+}
+
+int64_t pinned_bytes() { return g_pinned_bytes; }
+
+CaptureAllocations::CaptureAllocations(c10::DeviceIndex index) : previous(t_capture) { t_capture = index; }
+CaptureAllocations::~CaptureAllocations() { t_capture = previous; }
+
+bool owns_device_memory(const c10::DataPtr& p) { return p.get_deleter() == &release; }
+
+void install_cpu_allocator() {
+  if (g_cpu_allocator != nullptr) return;
+  g_cpu_allocator = c10::GetCPUAllocator();
+  c10::SetCPUAllocator(&g_wrapped_cpu, /*priority=*/1);
+  c10::SetAllocator(kType, device_allocator(-1), /*priority=*/1);
+}
+
+}  // namespace cudashim

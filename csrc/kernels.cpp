@@ -1,0 +1,96 @@
+// The kernels the device registers itself: allocation, copies, resizing and the view operators.
+// View operators must alias the device tensor's own storage, so they cannot go through the CPU
+// fallback; PyTorch's own implementations of them are device-agnostic and are registered as is.
+#include "shim.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/resize_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+namespace cudashim {
+namespace {
+
+c10::DeviceIndex index_of(std::optional<c10::Device> device) {
+  return check_index(device.has_value() ? device->index() : -1);
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+  const auto i = index_of(device);
+  return at::detail::empty_generic(size, device_allocator(i), c10::DispatchKeySet(kKey),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+  const auto i = index_of(device);
+  return at::detail::empty_strided_generic(size, stride, device_allocator(i), c10::DispatchKeySet(kKey),
+                                           c10::dtype_or_default(dtype));
+}
+
+bool on_device(const at::Tensor& t) { return t.device().type() == kType; }
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  const bool d2h = !on_device(self) && on_device(src);
+  const bool h2d = on_device(self) && !on_device(src);
+  // what CUDA synchronizes on: every device->host copy into pageable memory, and blocking copies
+  if ((d2h && !(non_blocking && is_pinned_ptr(self.storage().data()))) || ((d2h || h2d) && !non_blocking)) {
+    synchronizing("copy");
+  }
+  at::Tensor dst = on_device(self) ? cpu_view(self, false) : self;
+  at::Tensor from = on_device(src) ? cpu_view(src, false) : src;
+  dst.copy_(from, false);
+  return self;
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> format) {
+  // the CPU implementation grows storage through the storage's own allocator: ours
+  return at::native::resize_(self, size, format);
+}
+
+at::Tensor& set_empty_(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, device_allocator(self.device().index()), true);
+  return at::native::set_storage_cpu_(self, storage, 0, {0}, {});
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  synchronizing("item");
+  return at::_local_scalar_dense(cpu_view(self, false));
+}
+
+void record_stream(at::Tensor& /*self*/, c10::Stream /*stream*/) {}  // nothing is freed early
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("copy_", copy_);
+  m.impl("resize_", resize_);
+  m.impl("set_", set_empty_);
+  m.impl("set_.source_Storage", at::native::set_);
+  m.impl("set_.source_Storage_storage_offset", at::native::set_storage_cpu_);
+  m.impl("set_.source_Tensor", at::native::set_tensor_);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("record_stream", record_stream);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
+}
+
+}  // namespace cudashim

@@ -1,0 +1,52 @@
+// The Python face of the core: what cudashim/emulated/ needs to be torch.cuda's device module.
+#include "shim.h"
+
+#include <torch/extension.h>
+
+namespace cudashim {
+namespace {
+
+py::dict stats(c10::DeviceIndex index) {
+  const DeviceStats s = device_stats(index);
+  py::dict d;
+  d["allocated"] = s.allocated;
+  d["allocated_peak"] = s.allocated_peak;
+  d["allocations"] = s.allocations;
+  d["allocations_peak"] = s.allocations_peak;
+  d["allocated_total"] = s.allocated_total;
+  d["freed_total"] = s.freed_total;
+  d["num_alloc"] = s.num_alloc;
+  d["num_free"] = s.num_free;
+  return d;
+}
+
+bool hooks_active() {
+#if defined(CUDASHIM_KEY_IS_CUDA)
+  return at::detail::getCUDAHooks().hasCUDA();
+#else
+  return true;
+#endif
+}
+
+}  // namespace
+}  // namespace cudashim
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace cudashim;
+  install_cpu_allocator();
+  register_hooks();
+  m.attr("device_type") = c10::DeviceTypeName(kType, true);
+  m.def("device_count", [] { return static_cast<int>(device_count()); });
+  m.def("set_device_count", [](int n) { set_device_count(static_cast<c10::DeviceIndex>(n)); });
+  m.def("current_device", [] { return static_cast<int>(current_device()); });
+  m.def("set_device", [](int i) { set_current_device(static_cast<c10::DeviceIndex>(i)); });
+  m.def("check_index", [](int i) { return static_cast<int>(check_index(static_cast<c10::DeviceIndex>(i))); });
+  m.def("stats", [](int i) { return stats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("reset_peak", [](int i) { reset_peak(static_cast<c10::DeviceIndex>(i)); });
+  m.def("pinned_bytes", &pinned_bytes);
+  m.def("default_generator", [](int i) { return default_generator(static_cast<c10::DeviceIndex>(i)); });
+  m.def("cpu_view", [](const at::Tensor& t) { return cpu_view(t); }, "the CPU tensor over a device tensor's memory");
+  m.def("sync_debug_mode", &sync_debug_mode);
+  m.def("set_sync_debug_mode", &set_sync_debug_mode);
+  m.def("hooks_active", &hooks_active);
+}

@@ -1,0 +1,63 @@
+// The emulated device's shared declarations: one host-memory device type, chosen at build time.
+//
+// CUDASHIM_KEY names the dispatch key and device type (CUDA for the cpu platform; PrivateUse1 for
+// the simulated Ascend device). Everything else in csrc/ is written against kKey / kType only.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/DispatchKey.h>
+
+#ifndef CUDASHIM_KEY
+#define CUDASHIM_KEY CUDA
+#define CUDASHIM_KEY_IS_CUDA 1
+#endif
+
+namespace cudashim {
+
+constexpr c10::DeviceType kType = c10::DeviceType::CUDASHIM_KEY;
+constexpr c10::DispatchKey kKey = c10::DispatchKey::CUDASHIM_KEY;
+
+// devices.cpp: how many devices, which one this thread uses, CUDA's range error
+c10::DeviceIndex device_count();
+void set_device_count(c10::DeviceIndex n);
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex index);
+c10::DeviceIndex check_index(c10::DeviceIndex index);  // -1 -> current; raises out of range
+int sync_debug_mode();
+void set_sync_debug_mode(int mode);
+void synchronizing(const char* what);  // warns or raises per sync_debug_mode, as CUDA does
+
+// allocator.cpp: host memory with per-device statistics
+c10::Allocator* device_allocator(c10::DeviceIndex index);
+c10::Allocator* pinned_allocator();
+bool is_pinned_ptr(const void* ptr);
+struct DeviceStats {
+  int64_t allocated = 0, allocated_peak = 0, allocations = 0, allocations_peak = 0;
+  int64_t allocated_total = 0, freed_total = 0, num_alloc = 0, num_free = 0;
+};
+DeviceStats device_stats(c10::DeviceIndex index);
+void reset_peak(c10::DeviceIndex index);
+int64_t pinned_bytes();
+// While alive, CPU allocations on this thread are device memory of `index` (a CPU kernel's outputs
+// become device tensors without a copy); device_data_ptr() then hands such memory over.
+struct CaptureAllocations {
+  explicit CaptureAllocations(c10::DeviceIndex index);
+  ~CaptureAllocations();
+  c10::DeviceIndex previous;
+};
+void install_cpu_allocator();
+bool owns_device_memory(const c10::DataPtr& p);  // allocated by allocate_on (device or captured)
+
+// views.cpp: the same memory seen from the other side
+at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);
+at::Tensor as_device(const at::Tensor& cpu, c10::DeviceIndex index);
+
+// hooks.cpp
+void register_hooks();
+
+// generator.cpp
+const at::Generator& default_generator(c10::DeviceIndex index);
+
+}  // namespace cudashim

@@ -1,0 +1,72 @@
+"""The emulated CUDA device: `cuda:N` tensors in host memory, run by PyTorch's CPU kernels.
+
+The native core (csrc/, built and cached by _build) registers a device guard, a host allocator
+with exact statistics, per-device generators and the kernels of the CUDA dispatch key: its own
+allocation, copy and view kernels, and a fallback that runs every other operator's CPU kernel on CPU
+views of the same memory. This package makes torch.cuda and torch.accelerator the device module
+over it. install() runs after `import torch` (the import hook's alias step), never in the
+bootstrap; if the core cannot be built or loaded it raises EmulatedBuildError naming the fix.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ._build import EmulatedBuildError, load
+
+__all__ = ["install", "uninstall", "installed", "core", "EmulatedBuildError"]
+
+_state: dict[str, Any] = {}
+
+
+def installed() -> bool:
+    return "core" in _state
+
+
+def core() -> Any:
+    """The loaded native core (install() first)."""
+    return _state["core"]
+
+
+def install(bindings: Any) -> Any:
+    """Make torch.cuda / torch.accelerator the device module of the emulated device; returns it."""
+    import torch
+
+    from ..aliases import _cpu_device, _cpu_streams
+    from . import accelerator
+    from .cuda import DeviceModule
+
+    mod = load("CUDA")
+    dm = DeviceModule(torch, mod)
+    _state["core"] = mod
+    _state["dm"] = dm
+    cuda = torch.cuda
+    subs = [m for n, m in list(sys.modules.items()) if n.startswith("torch.cuda.") and m is not None]
+
+    def bind(name: str, value: Any, treatment: str = "emulated") -> None:
+        orig = getattr(cuda, name, None)
+        bindings.bind(cuda, name, value, f"torch.cuda.{name}", treatment)
+        for m in subs:  # `from torch.cuda.memory import memory_allocated` and torch.cuda.random's imports
+            if orig is not None and getattr(m, name, None) is orig:
+                bindings.bind(m, name, value)
+
+    for name, value in dm.table().items():
+        bind(name, value)
+    _cpu_streams.use_device("cuda", mod.current_device)
+    for name in ("Stream", "ExternalStream", "Event", "StreamContext", "stream", "current_stream",
+                 "default_stream", "set_stream"):
+        bind(name, getattr(_cpu_streams, name))
+    for name, value in _cpu_device.nvtx_table().items():
+        bindings.bind(cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
+    # torch.cuda's own seeding and lazy-init code runs unchanged once the device counts as initialized
+    bindings.bind(cuda, "default_generators", dm.generators())
+    bindings.bind(cuda, "_initialized", True)
+    for name, value in accelerator.table(torch, dm).items():
+        if hasattr(torch.accelerator, name):
+            bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
+    return dm
+
+
+def uninstall() -> None:
+    _state.clear()

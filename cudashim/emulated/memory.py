@@ -1,0 +1,91 @@
+"""torch.cuda's memory statistics, read from the emulated device's allocator (csrc/allocator.cpp).
+
+The allocator rounds every block to 512 bytes as CUDA's caching allocator does and caches nothing,
+so "reserved" equals "allocated", empty_cache() has nothing to give back, and the figures move by
+exactly what the program allocates. mem_get_info() is the host's (free, total): the device's memory
+is the host's memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["MemoryTable"]
+
+_POOLS = ("all", "large_pool", "small_pool")
+
+
+def _stat(current: int, peak: int, allocated: int, freed: int) -> dict[str, int]:
+    return {"current": current, "peak": peak, "allocated": allocated, "freed": freed}
+
+
+class MemoryTable:
+    """The memory functions of torch.cuda over one core (its stats() and reset_peak())."""
+
+    def __init__(self, core: Any, index: Callable[[Any], int]) -> None:
+        self._core = core
+        self._index = index
+
+    def nested(self, device: Any = None) -> dict[str, Any]:
+        s = self._core.stats(self._index(device))
+        nbytes = _stat(s["allocated"], s["allocated_peak"], s["allocated_total"], s["freed_total"])
+        count = _stat(s["allocations"], s["allocations_peak"], s["num_alloc"], s["num_free"])
+        zero = _stat(0, 0, 0, 0)
+        out: dict[str, Any] = {}
+        for name, value in (("allocated_bytes", nbytes), ("reserved_bytes", nbytes), ("active_bytes", nbytes),
+                            ("requested_bytes", nbytes), ("allocation", count), ("segment", count),
+                            ("active", count), ("inactive_split", zero), ("inactive_split_bytes", zero)):
+            # one pool: attribute everything to "large_pool" would be a guess; "all" is the truth
+            out[name] = {"all": dict(value), "large_pool": dict(value), "small_pool": dict(zero)}
+        out.update(num_alloc_retries=0, num_ooms=0, num_sync_all_streams=0, num_device_alloc=s["num_alloc"],
+                   num_device_free=s["num_free"], max_split_size=-1,
+                   oversize_allocations=dict(zero), oversize_segments=dict(zero))
+        return out
+
+    def memory_stats(self, device: Any = None) -> dict[str, Any]:
+        flat: dict[str, Any] = {}
+
+        def walk(prefix: str, obj: Any) -> None:
+            if isinstance(obj, dict):
+                for k, v in obj.items():
+                    walk(f"{prefix}.{k}" if prefix else k, v)
+            else:
+                flat[prefix] = obj
+
+        walk("", self.nested(device))
+        return dict(sorted(flat.items()))
+
+    def memory_allocated(self, device: Any = None) -> int:
+        return int(self._core.stats(self._index(device))["allocated"])
+
+    def max_memory_allocated(self, device: Any = None) -> int:
+        return int(self._core.stats(self._index(device))["allocated_peak"])
+
+    memory_reserved = memory_allocated  # nothing is cached
+    max_memory_reserved = max_memory_allocated
+
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        self._core.reset_peak(self._index(device))
+
+    def reset_accumulated_memory_stats(self, device: Any = None) -> None:
+        return None  # the cumulative counters only grow, as CUDA's do until this call; kept as is
+
+    def empty_cache(self) -> None:
+        return None  # freed blocks already went back to the host
+
+    def memory_snapshot(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []  # no segments are kept
+
+    def set_per_process_memory_fraction(self, fraction: float, device: Any = None) -> None:
+        if not 0 <= float(fraction) <= 1:
+            raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+
+    def table(self, mem_get_info: Callable[..., tuple[int, int]]) -> dict[str, Any]:
+        names = ("memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
+                 "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
+                 "reset_accumulated_memory_stats", "empty_cache", "memory_snapshot",
+                 "set_per_process_memory_fraction")
+        out = {n: getattr(self, n if n != "reset_max_memory_allocated" else "reset_peak_memory_stats") for n in names}
+        out["memory_stats_as_nested_dict"] = self.nested
+        out["mem_get_info"] = mem_get_info
+        return out
