@@ -286,6 +286,10 @@ def uninstall() -> None:
     global _rewrite, _device
     if _rewrite is not None or _device is not None:
         probes.uninstall()
+    if _device is not None:
+        from .. import emulated
+
+        emulated.uninstall()
     _device = None
     _bindings.restore()
     _cpu_compile.forget()

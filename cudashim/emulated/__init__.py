@@ -34,7 +34,7 @@ def install(bindings: Any) -> Any:
     import torch
 
     from ..aliases import _cpu_device, _cpu_streams
-    from . import accelerator
+    from . import accelerator, compile
     from .cuda import DeviceModule
 
     mod = load("CUDA")
@@ -65,8 +65,15 @@ def install(bindings: Any) -> Any:
     for name, value in accelerator.table(torch, dm).items():
         if hasattr(torch.accelerator, name):
             bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
+    compile.bind(bindings, installed)
     return dm
 
 
 def uninstall() -> None:
+    """Forget the device module (the caller restores its bindings). The native core stays loaded:
+    its kernels and guard remain registered with torch for the life of the process."""
+    from . import compile
+
+    if _state:
+        compile.restore_gpu_types()
     _state.clear()

@@ -55,6 +55,13 @@ class DeviceModule:
             return  # torch ignores negative indices
         self.core.set_device(self.index(device))
 
+    def exchange_device(self, index: int) -> int:
+        """torch.cuda._exchange_device: set index (when >= 0), return the previous one."""
+        prev = self.core.current_device()
+        if index >= 0:
+            self.core.set_device(index)
+        return prev
+
     def synchronize(self, device: Any = None) -> None:
         self.index(device)  # work is done when the call that issued it returns; the index is still checked
 
@@ -115,6 +122,8 @@ class DeviceModule:
             "current_device": self.current_device,
             "set_device": self.set_device,
             "synchronize": self.synchronize,
+            "_exchange_device": self.exchange_device,  # torch.cuda._DeviceGuard (Inductor's wrappers)
+            "_maybe_exchange_device": self.exchange_device,
             "device": self.device_ctx(),
             "device_of": self.device_of,
             "get_device_properties": self.get_device_properties,

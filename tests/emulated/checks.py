@@ -1,0 +1,229 @@
+"""CUDA semantics, written as plain CUDA code: each check passes on a real GPU and must pass on the
+emulated device. The oracle is CUDA itself: run this file's checks on an NVIDIA machine with no
+shim (test_semantics.py does that when torch.cuda is really available).
+
+Each check raises AssertionError (or any error) when the semantics differ. They share one process,
+so each leaves the device as it found it (current device, sync-debug mode, default dtype).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+CHECKS: dict[str, Callable[[], None]] = {}
+
+
+def check(fn: Callable[[], None]) -> Callable[[], None]:
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+@check
+def device_to_host_copy_copies() -> None:
+    model = torch.nn.Linear(4, 4).cuda()
+    best = {k: v.cpu() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.weight.add_(100)
+    assert not torch.equal(best["weight"], model.weight.detach().cpu()), "a .cpu() copy followed the device tensor"
+
+
+@check
+def host_to_device_copy_copies() -> None:
+    host = torch.ones(3)
+    dev = host.cuda()
+    also = host.to("cuda")
+    host.add_(1)
+    assert dev.tolist() == [1.0, 1.0, 1.0] and also.tolist() == [1.0, 1.0, 1.0]
+
+
+@check
+def pinned_staging_buffer_reuse() -> None:
+    staging = torch.zeros(4).pin_memory()
+    assert staging.is_pinned() and not torch.zeros(4).is_pinned()
+    staging.fill_(1)
+    first = staging.to("cuda", non_blocking=True)
+    torch.cuda.synchronize()
+    staging.fill_(2)
+    second = staging.cuda(non_blocking=True)
+    torch.cuda.synchronize()
+    assert first.tolist() == [1.0] * 4 and second.tolist() == [2.0] * 4
+
+
+@check
+def cuda_seed_leaves_cpu_stream() -> None:
+    torch.manual_seed(0)
+    a = torch.rand(5)
+    torch.manual_seed(0)
+    torch.cuda.manual_seed(1)
+    b = torch.rand(5)
+    assert torch.equal(a, b), "torch.cuda.manual_seed moved the CPU generator"
+    assert not torch.equal(torch.cuda.get_rng_state(), torch.get_rng_state())
+
+
+@check
+def cuda_seed_repeats() -> None:
+    torch.cuda.manual_seed(7)
+    a = torch.randn(8, device="cuda")
+    torch.cuda.manual_seed(7)
+    b = torch.randn(8, device="cuda")
+    state = torch.cuda.get_rng_state()
+    c = torch.rand(3, device="cuda")
+    torch.cuda.set_rng_state(state)
+    d = torch.rand(3, device="cuda")
+    assert torch.equal(a, b) and torch.equal(c, d) and a.device.type == "cuda"
+
+
+@check
+def memory_allocated_is_exact() -> None:
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    nbytes = 100 * 2**20
+    x = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
+    assert torch.cuda.memory_allocated() - before == nbytes
+    assert torch.cuda.max_memory_allocated() >= before + nbytes
+    assert torch.cuda.memory_reserved() >= torch.cuda.memory_allocated()
+    assert torch.cuda.memory_stats()["allocated_bytes.all.current"] == torch.cuda.memory_allocated()
+    del x
+    assert torch.cuda.memory_allocated() == before
+
+
+@check
+def accelerator_is_cuda() -> None:
+    assert torch.accelerator.is_available()
+    acc = torch.accelerator.current_accelerator()
+    assert acc is not None and acc.type == "cuda"
+    assert torch.accelerator.device_count() == torch.cuda.device_count() >= 1
+    assert torch.accelerator.current_device_index() == torch.cuda.current_device()
+
+
+@check
+def is_cuda_and_device_agree() -> None:
+    host = torch.ones(2)
+    assert not host.is_cuda and host.device.type == "cpu" and host.device.index is None
+    dev = host.cuda()
+    assert dev.is_cuda and dev.device == torch.device("cuda", 0) and dev.device.index == 0
+    assert dev.get_device() == 0 and host.get_device() == -1
+    assert torch.zeros(2, device="cuda").device == torch.device("cuda", torch.cuda.current_device())
+
+
+@check
+def device_index_out_of_range_raises() -> None:
+    n = torch.cuda.device_count()
+    for make in (lambda: torch.empty(1, device=f"cuda:{n}"), lambda: torch.ones(1).to(f"cuda:{n}"),
+                 lambda: torch.cuda.set_device(n)):
+        try:
+            make()
+        except RuntimeError as e:  # CUDA: "invalid device ordinal"
+            assert "invalid device ordinal" in str(e), e
+        else:
+            raise AssertionError(f"cuda:{n} accepted with {n} device(s)")
+
+
+@check
+def cross_device_op_raises() -> None:
+    try:
+        torch.ones(3, device="cuda") + torch.ones(3)
+    except RuntimeError as e:
+        assert "same device" in str(e), e
+    else:
+        raise AssertionError("a cuda + cpu op ran")
+    assert (torch.ones(3, device="cuda") + torch.tensor(1.0)).device.type == "cuda"  # a CPU scalar is allowed
+
+
+@check
+def sync_debug_mode_raises() -> None:
+    x = torch.ones(4, device="cuda")
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        try:
+            x.sum().item()
+        except RuntimeError as e:
+            assert "synchroniz" in str(e), e
+        else:
+            raise AssertionError("item() did not raise under sync debug mode 'error'")
+        x * 2  # an asynchronous op still runs
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert torch.cuda.get_sync_debug_mode() == 0
+
+
+@check
+def jit_script_factory() -> None:
+    @torch.jit.script
+    def make(n: int) -> torch.Tensor:
+        return torch.zeros(n, device="cuda") + torch.ones(n, device="cuda")
+
+    out = make(3)
+    assert out.is_cuda and out.tolist() == [1.0, 1.0, 1.0]
+
+
+@check
+def compile_under_autocast() -> None:
+    torch._dynamo.reset()
+
+    @torch.compile
+    def step(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a @ b).relu()
+
+    a = torch.randn(16, 16, device="cuda")
+    b = torch.randn(16, 16, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = step(a, b)
+        assert torch.is_autocast_enabled("cuda")
+    assert out.dtype == torch.bfloat16 and out.is_cuda
+    want = (a.bfloat16() @ b.bfloat16()).relu()
+    assert torch.allclose(out.float(), want.float(), atol=0.1, rtol=0.05)
+
+
+@check
+def autocast_follows_cuda_rules() -> None:
+    a = torch.randn(8, 8, device="cuda")
+    with torch.autocast("cuda"):  # CUDA's default autocast dtype is float16
+        mm = a @ a
+        soft = torch.softmax(mm, dim=-1)  # a float32 op under CUDA's rules
+    assert torch.get_autocast_dtype("cuda") == torch.float16
+    assert mm.dtype == torch.float16 and soft.dtype == torch.float32
+
+
+@check
+def backward_on_device() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)).cuda()
+    loss = model(torch.randn(4, 8, device="cuda")).sum()
+    loss.backward()
+    assert all(p.grad is not None and p.grad.is_cuda for p in model.parameters())
+
+
+@check
+def events_time_real_work() -> None:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    time.sleep(0.02)
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) >= 15.0
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        y = torch.ones(2, device="cuda") * 3
+    torch.cuda.current_stream().wait_stream(s)
+    assert s.device.type == "cuda" and y.tolist() == [3.0, 3.0]
+
+
+@check
+def views_alias_device_memory() -> None:
+    x = torch.zeros(4, 4, device="cuda")
+    x.view(16)[3] = 1
+    x.t()[0, 2] = 2
+    x[1:, :2].unfold(0, 2, 1).fill_(0)  # noqa: a view of a view
+    x.as_strided((2,), (5,))[1] = 5
+    assert x[0, 3].item() == 1 and x[2, 0].item() == 0 and x[1, 1].item() == 5
+    assert x.view(16).untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+
+
+@check
+def out_argument_resized_in_place() -> None:
+    out = torch.empty(0, device="cuda")
+    res = torch.add(torch.ones(3, device="cuda"), 1, out=out)
+    assert res is out and out.shape == (3,) and out.is_cuda and out.tolist() == [2.0, 2.0, 2.0]

@@ -1,0 +1,40 @@
+"""CUDA semantics of the emulated device: checks.py in one fresh interpreter, one test per check.
+
+Each check was written against a defect of the cpu alias layer (issue 17) or a CUDA behaviour the
+device must keep; on an NVIDIA machine the same checks run on real CUDA (see _harness.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import HERE, run_python  # noqa: E402
+
+CHECK_NAMES = [
+    "device_to_host_copy_copies", "host_to_device_copy_copies", "pinned_staging_buffer_reuse",
+    "cuda_seed_leaves_cpu_stream", "cuda_seed_repeats", "memory_allocated_is_exact", "accelerator_is_cuda",
+    "is_cuda_and_device_agree", "device_index_out_of_range_raises", "cross_device_op_raises",
+    "sync_debug_mode_raises", "jit_script_factory", "compile_under_autocast", "autocast_follows_cuda_rules",
+    "backward_on_device", "events_time_real_work", "views_alias_device_memory", "out_argument_resized_in_place",
+]
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    proc = run_python([str(HERE / "_runner.py")])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+
+
+def test_every_check_is_listed(results: dict) -> None:
+    assert sorted(results) == sorted(CHECK_NAMES)
+
+
+@pytest.mark.parametrize("name", CHECK_NAMES)
+def test_check(results: dict, name: str) -> None:
+    assert results[name]["ok"], results[name]["detail"]
