@@ -34,7 +34,7 @@ def install(bindings: Any) -> Any:
     import torch
 
     from ..aliases import _cpu_device, _cpu_streams
-    from . import accelerator, compile
+    from . import accelerator, compile, distributed
     from .cuda import DeviceModule
 
     mod = load("CUDA")
@@ -66,6 +66,7 @@ def install(bindings: Any) -> Any:
         if hasattr(torch.accelerator, name):
             bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
     compile.bind(bindings, installed)
+    distributed.bind(bindings, torch, mod, installed)
     return dm
 
 
