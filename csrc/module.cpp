@@ -35,6 +35,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace cudashim;
   install_cpu_allocator();
   register_hooks();
+  register_sdpa_choice();
   m.attr("device_type") = c10::DeviceTypeName(kType, true);
   m.def("device_count", [] { return static_cast<int>(device_count()); });
   m.def("set_device_count", [](int n) { set_device_count(static_cast<c10::DeviceIndex>(n)); });
