@@ -235,6 +235,11 @@ def npu_fused_infer_attention_score(
     if kv and kv[0][0].shape[-1] != q4.shape[-1]:
         raise _err(f"query head dim {q4.shape[-1]} != key head dim {kv[0][0].shape[-1]}")
     rows = _mask_rows(mask, batch, qs) if (mode in (0, 1) and mask is not None) else None
+    if rows is not None and table is not None:  # [FIA] page attention with a mask: "KV_S>=maxBlockNumPerSeq*blockSize"
+        span = max((-(-n // int(block_size)) for n in kvlens), default=0) * int(block_size)
+        if rows.shape[-1] < span:
+            raise _err(f"atten_mask {tuple(mask.shape)} under page attention must span at least {span} keys "
+                       "(the pages of the longest sequence)")
     dv = kv[0][1].shape[-1] if kv else q4.shape[-1]
     out = torch.zeros(batch, qs, heads, dv, dtype=torch.float32)
     lse = torch.zeros(batch, heads, qs, dtype=torch.float32)
