@@ -274,5 +274,7 @@ def test_fused_infer_refuses_what_the_docs_refuse():
     with pytest.raises(NpuOperatorError, match="TND"):
         fia(rnd((4, 2, 64)), rnd((4, 2, 64)), rnd((4, 2, 64)), num_heads=2, input_layout="TND",
             actual_seq_lengths=[4], actual_seq_lengths_kv=[4])
+    with pytest.raises(NpuOperatorError, match="multiple of 16"):
+        fia(rnd((1, 3, 2, 24)), rnd((1, 3, 2, 24)), rnd((1, 3, 2, 24)), num_heads=2, input_layout="BSND")
     with pytest.raises(CapabilityError, match="quant_scale2"):
         fia(q, q, q, num_heads=2, input_layout="BSND", quant_scale2=torch.ones(1))

@@ -234,6 +234,10 @@ def npu_fused_infer_attention_score(
         kv = [(k4[b, :n], v4[b, :n]) for b, n in enumerate(kvlens)]
     if kv and kv[0][0].shape[-1] != q4.shape[-1]:
         raise _err(f"query head dim {q4.shape[-1]} != key head dim {kv[0][0].shape[-1]}")
+    d = q4.shape[-1]
+    # [FIA] "支持D轴小于等于512" (both branches); Q_S > 1: "输入类型全为float16、bfloat16时, D轴需16对齐"
+    if d > 512 or (qs > 1 and d % 16):
+        raise _err(f"head dim {d} must be at most 512{' and a multiple of 16 when Q_S > 1' if qs > 1 else ''}")
     rows = _mask_rows(mask, batch, qs) if (mode in (0, 1) and mask is not None) else None
     if rows is not None and table is not None:  # [FIA] page attention with a mask: "KV_S>=maxBlockNumPerSeq*blockSize"
         span = max((-(-n // int(block_size)) for n in kvlens), default=0) * int(block_size)
