@@ -278,3 +278,23 @@ def test_fused_infer_refuses_what_the_docs_refuse():
         fia(rnd((1, 3, 2, 24)), rnd((1, 3, 2, 24)), rnd((1, 3, 2, 24)), num_heads=2, input_layout="BSND")
     with pytest.raises(CapabilityError, match="quant_scale2"):
         fia(q, q, q, num_heads=2, input_layout="BSND", quant_scale2=torch.ones(1))
+
+
+def test_every_npu_operator_the_shim_calls_is_simulated():
+    """`_npu().<op>` / `torch_npu.<op>` calls in npu_ops and the kernel library name only simulated operators."""
+    import ast
+    from pathlib import Path
+
+    from cudashim.emulated.npu.ops import OPERATORS
+
+    pkg = Path(__file__).resolve().parents[2] / "cudashim"
+    called = set()
+    for path in [*(pkg / "npu_ops").rglob("*.py"), *(pkg / "kernels").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("npu_"):
+                base = node.value
+                if (isinstance(base, ast.Name) and base.id == "torch_npu") or (
+                        isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "_npu"):
+                    called.add(node.attr)
+    assert called == {"npu_fusion_attention", "npu_fused_infer_attention_score"}
+    assert called <= set(OPERATORS)
