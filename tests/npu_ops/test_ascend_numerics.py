@@ -126,6 +126,22 @@ def test_chunked_kvcache_with_a_sliding_window_is_band_mode(npu, block):
         torch.testing.assert_close(out[b].double(), ro, **tolerance(torch.float16))
 
 
+def test_kvcache_rows_picked_by_cache_batch_idx_non_causal(npu):
+    gen = torch.Generator().manual_seed(13)
+    lens, sq = [6, 11], 3
+    ks, vs = _seqs(lens, 2, 64, torch.float16, gen), _seqs(lens, 2, 64, torch.float16, gen)
+    kc, vc = randn((3, 16, 2, 64), torch.float16, gen), randn((3, 16, 2, 64), torch.float16, gen)
+    rows = [2, 0]
+    for b, n in enumerate(lens):
+        kc[rows[b], :n], vc[rows[b], :n] = ks[b], vs[b]
+    q = randn((2, sq, 4, 64), torch.float16, gen)
+    out = flash_attn_with_kvcache(q, kc, vc, cache_seqlens=torch.tensor(lens, dtype=torch.int32),
+                                  cache_batch_idx=torch.tensor(rows, dtype=torch.int32), softmax_scale=0.2)
+    for b in range(2):
+        ro, _ = ref_attention(q[b], ks[b], vs[b], scale=0.2)
+        torch.testing.assert_close(out[b].double(), ro, **tolerance(torch.float16))
+
+
 def test_kvcache_appends_new_keys_then_attends(npu):
     gen = torch.Generator().manual_seed(9)
     hq, hk, d, block = 4, 1, 64, 16
