@@ -118,7 +118,7 @@ def test_sparse_mode_2_is_top_left_causal():
     close(out, naive(q, k, v, 0.25, lambda i, j: j <= i)[0])
 
 
-@pytest.mark.parametrize("pre,nxt", [(2, 0), (1, 2), (INT_MAX, 1)])
+@pytest.mark.parametrize("pre,nxt", [(2, 0), (1, 2), (INT_MAX, 1), (6, -2)])  # docs: next may be negative
 def test_sparse_mode_4_is_a_band_counted_from_the_bottom_right(pre, nxt):
     sq, skv = 4, 9
     out, (q, k, v) = _fa_mode(4, sq, skv, COMPRESSED, pre, nxt)
