@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ratio {paired:.3f} (median of per-round ratios); of medians {ratio:.3f} wall, {ratio_cpu:.3f} CPU; "
                   f"of minima {ratio_min:.3f}; goal <= 1.03: {'met' if paired <= 1.03 else 'NOT met'}")
             # what the shim can add, counted rather than timed: one finder miss per module lookup
-            probe = ("import sys, time\nfrom cudashim.patches._hook import FINDER\nn = 0\n"
+            probe = ("import sys, time\nfrom cudashim.importhook import FINDER\nn = 0\n"
                      "class C:\n    def find_spec(self, *a):\n        global n; n += 1\n"
                      "sys.meta_path.insert(0, C())\nimport torch\nt = time.perf_counter()\n"
                      "for _ in range(100000): FINDER.find_spec('torch._not_watched')\n"

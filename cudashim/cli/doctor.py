@@ -16,8 +16,9 @@ import sys
 from importlib import metadata
 from typing import Any, Callable, Mapping
 
-from . import capabilities, envs
-from .errors import CudashimError
+from .. import envs
+from ..errors import CudashimError
+from ..platform import capabilities
 
 __all__ = ["OPTIONAL_PACKAGES", "collect", "render_text", "main"]
 
@@ -42,14 +43,15 @@ def _attempt(problems: list[str], what: str, fn: Callable[[], Any], default: Any
 
 
 def _platform_section(env: Mapping[str, str], problems: list[str]) -> tuple[str, dict[str, Any]]:
-    from .config import load_config
-    from .platform import PLATFORM_CLASSES, resolve_platform_name
+    from ..config import load_config
+    from ..platform import resolve_platform_name
+    from ..platform.contract import PLATFORM_CLASSES
 
     config = _attempt(problems, "config", lambda: load_config(environ=env))
     resolved = _attempt(problems, "platform", lambda: resolve_platform_name(config, env))
     if resolved is None:
         # still report something useful: what the hardware alone says
-        from .hardware import accelerator_kind
+        from ..hardware import accelerator_kind
 
         root = env.get("CUDASHIM_SYSROOT") or None
         resolved = (accelerator_kind(root), "fell back to hardware detection because of a problem listed below")
@@ -73,8 +75,8 @@ def _platform_section(env: Mapping[str, str], problems: list[str]) -> tuple[str,
 
 
 def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
-    from . import hardware
-    from .platform import bf16_tflops_for, _first_device_name
+    from .. import hardware
+    from ..platform.contract import bf16_tflops_for, _first_device_name
 
     root = env.get("CUDASHIM_SYSROOT") or None
     detected = hardware.accelerator_kind(root)
@@ -91,7 +93,7 @@ def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
             for i, d in enumerate(hardware.discover_npu_devices(root))
         ]
     nodes = hardware.numa_cpus(root) or {}
-    from .hardware.cpu import format_cpu_list
+    from ..hardware.cpu import format_cpu_list
 
     out["numa_nodes"] = {str(n): format_cpu_list(cpus) for n, cpus in sorted(nodes.items())}
     if detected != "cpu":
@@ -103,7 +105,7 @@ def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
 
 
 def _visibility_section(env: Mapping[str, str], platform: str, problems: list[str]) -> dict[str, Any]:
-    from .hardware import ENV_NAMES, visible_device_ids
+    from ..hardware import ENV_NAMES, visible_device_ids
 
     out: dict[str, Any] = {"reads": ENV_NAMES.get(platform), "variables": {}}
     for name in sorted(set(ENV_NAMES.values())):

@@ -21,7 +21,7 @@ the vendor modules, cpu.py's parsers, visible.py.
 import os
 import sys
 
-from .. import _on_reset, envs  # _on_reset: cudashim._state.on_reset, one import fewer at start-up
+from .. import _state, envs
 
 # on the start-up path of every shimmed process: no typing and no `from __future__ import
 # annotations` (each one more import); annotations naming typing's names are strings, and Kind is
@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Iterable, Literal, Sequence
 
-    from ._errors import HardwareError
+    from ..errors import HardwareError
     from .ascend import NpuDevice, discover_npu_devices, npu_numa_node
     from .cpu import numa_cpus, physical_cores_by_numa
     from .nvidia import GpuDevice, NvmlDevice, discover_gpus, query_nvml
@@ -66,9 +66,9 @@ __all__ = [
     "assign_visible_devices",
 ]
 
-# public name -> submodule defining it
+# public name -> submodule defining it (HardwareError: the package's one errors module)
 _LAZY: dict[str, str] = {
-    "HardwareError": "_errors",
+    "HardwareError": "..errors",
     "GpuDevice": "nvidia", "NvmlDevice": "nvidia", "discover_gpus": "nvidia", "query_nvml": "nvidia",
     "NpuDevice": "ascend", "discover_npu_devices": "ascend", "npu_numa_node": "ascend",
     "numa_cpus": "cpu", "physical_cores_by_numa": "cpu",
@@ -86,7 +86,7 @@ def __getattr__(name: str) -> object:
     sub = _LAZY.get(name)
     if sub is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = f"{__name__}.{sub}"
+    module = "cudashim.errors" if sub == "..errors" else f"{__name__}.{sub}"
     __import__(module)  # not importlib.import_module: detection runs before user code, importlib costs
     value = getattr(sys.modules[module], name)
     globals()[name] = value  # once resolved, a plain module attribute
@@ -146,7 +146,7 @@ KINDS: tuple[str, ...] = ("ascend", "nvidia", "cpu")
 _kind_cache: "dict[str, Kind]" = {}
 
 
-@_on_reset
+@_state.on_reset
 def _clear() -> None:
     _kind_cache.clear()
 
@@ -210,6 +210,6 @@ def device_count(kind: str | None = None, root: str | None = None) -> int:
         return len(nvidia.proc_bus_ids(root)) or len(nvidia.device_node_indices(root))
     if kind == "cpu":
         return 0
-    from ._errors import HardwareError  # imported to raise: detection's path never needs it
+    from ..errors import HardwareError  # imported to raise: detection's path never needs it
 
     raise HardwareError(f"unknown accelerator kind {kind!r}; use one of {', '.join(KINDS)}")

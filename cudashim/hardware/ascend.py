@@ -224,7 +224,7 @@ def discover_npu_devices(
 
 def npu_numa_node(index: int, root: str | None = None, devices: list[NpuDevice] | None = None) -> int:
     """NUMA node of the index-th NPU; HardwareError naming the device when it cannot be known."""
-    from ._errors import HardwareError  # imported here: detection imports this module, never raises
+    from ..errors import HardwareError  # imported here: detection imports this module, never raises
 
     devices = discover_npu_devices(root) if devices is None else devices
     if not 0 <= index < len(devices):

@@ -8,7 +8,7 @@ longer takes effect) is never created. `pynvml` is imported inside the one funct
 
 from __future__ import annotations
 
-from .._record import Record
+from ..envs import _Record as Record
 from . import _nvidia_node_listed, device
 
 # detection imports this module before user code where /dev has no nvidiaN but procfs lists entries:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..errors import CudashimError, KernelUnavailableError
+from ..errors import CudashimError, KernelArgumentError, KernelUnavailableError
 
 __all__ = [
     "KernelArgumentError",
@@ -37,10 +37,6 @@ MANT_1_75 = 0x600000
 FLOAT_DTYPES = ("bfloat16", "float16", "float32")
 #: UE8M0 scale containers: bytes per container = scales per container
 SF_DTYPES = {"int32": 4, "int16": 2, "uint8": 1}
-
-
-class KernelArgumentError(CudashimError, ValueError):
-    """A kernel factory or kernel call got arguments it cannot serve; the message says which and why."""
 
 
 def check_positive(kernel: str, **dims: int) -> None:

@@ -21,7 +21,7 @@ import torch
 
 from .._state import on_reset
 from ..errors import CapabilityError
-from . import _dispatch
+from ..platform import contract as _platform
 
 __all__ = ["Attn", "attend", "unsupported", "normalize_window"]
 
@@ -114,7 +114,7 @@ def warn_once(key: str, message: str) -> None:
 def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
     """Run `a`; returns (out (total_q, Hq, Dv), lse (Hq, total_q) or None, probs (B, Hq, max_q, max_k) or None)."""
     check(a)
-    if _dispatch.platform_name() == "ascend":
+    if _platform.platform_name() == "ascend":
         from . import _attn_ascend
 
         return _attn_ascend.attend(a)

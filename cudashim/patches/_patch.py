@@ -11,11 +11,11 @@ from __future__ import annotations
 import _thread
 import sys
 
-from .. import envs
+from .. import _state, envs
 from ..config import Config, PatchEntry
-from ..errors import ConfigError, CudashimError
-from . import _hook
-from . import ALWAYS, PACKS, PLATFORM_MODE
+from ..errors import ConfigError, CudashimError, PatchError
+from .. import importhook as _hook
+from . import ALWAYS, PACKS, PLATFORM_MODE, check_disable
 
 # no importlib, threading or typing here: this loads in a shimmed interpreter as soon as a watched
 # module is looked up; _apply/_standin (applying patches, stand-in modules) load when a target does
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from types import ModuleType
     from typing import Any
 
-    from ._standin import StandInAttributeError
+    from ..errors import StandInAttributeError
 
 __all__ = ["MISSING", "Patch", "PatchError", "install", "uninstall", "installed", "original", "status", "plan"]
 
@@ -36,10 +36,6 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
-
-
-class PatchError(CudashimError, ImportError):
-    """A replacement could not be loaded, or a stand-in was asked for an original it does not have."""
 
 
 class Patch:
@@ -99,6 +95,7 @@ def _platform_name(platform: Any) -> str:
 def plan(config: Config, platform: Any) -> list[tuple[PatchEntry, str]]:
     """The patches active on `platform`: (entry, mode) for built-in packs, then config (which wins)."""
     name = _platform_name(platform)
+    check_disable(config)
     disabled = config.disable
     chosen: dict[str, tuple[PatchEntry, str]] = {}
     for pack, mapping in PACKS.items():
@@ -245,3 +242,10 @@ def status() -> list[dict[str, Any]]:
             }
             for p in _active.values()
         ]
+
+
+_state.on_reset(uninstall)
+
+# A program that uses the registry before any armed module loaded (cudashim.patches.status() first
+# thing) gets the bootstrap's armed install carried out now, so what it sees is what was asked for.
+_hook.load_armed()

@@ -54,7 +54,7 @@ def test_doctor_reports_one_h200():
 
 _NO_CONTEXT = """
 import json, os, sys
-from cudashim.doctor import collect
+from cudashim.cli.doctor import collect
 report = collect()  # NVML probe, in this very process
 assert "torch" not in sys.modules
 # A CUDA context created by the probe would freeze visibility; hiding every GPU now must still work.

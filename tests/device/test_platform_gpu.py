@@ -24,7 +24,7 @@ def gpu():
 
     if not torch.cuda.is_available():
         pytest.skip("this torch build sees no CUDA device")
-    from cudashim.platform import PlatformGPU
+    from cudashim.platform.contract import PlatformGPU
 
     return PlatformGPU()
 
@@ -71,7 +71,7 @@ def test_peak_from_the_nvml_name(gpu):
     import torch
 
     name = torch.cuda.get_device_name(0)
-    from cudashim.platform import bf16_tflops_for
+    from cudashim.platform.contract import bf16_tflops_for
 
     assert gpu.bf16_tflops_limit() == bf16_tflops_for(name)
     if "H200" in name:

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 # shared prelude of every script: a Config built in code, so tests do not depend on file discovery
 PRELUDE = """
 import sys, importlib, importlib.util, types
-from cudashim import patches
+from cudashim import importhook, patches
 from cudashim.config import Config, PatchEntry
 patches.uninstall()  # start from nothing even if a sitecustomize bootstrap ran
 def cfg(*pairs, disable=()):

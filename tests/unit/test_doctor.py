@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cudashim import capabilities, envs
+from cudashim import envs
+from cudashim.platform import capabilities
 from cudashim.hardware import discover_npu_devices
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +22,7 @@ HEAVY = ("torch", "pynvml", "torch_npu", "tilelang", "numpy")
 # doctor in a fresh interpreter; the report on stdout, the heavy modules it left loaded on stderr
 _PROBE = (
     "import sys, json\n"
-    "from cudashim.doctor import main\n"
+    "from cudashim.cli.doctor import main\n"
     "rc = main(sys.argv[1:])\n"
     f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
     "sys.stderr.write('\\nHEAVY=' + json.dumps(heavy) + '\\n')\n"
@@ -132,7 +133,7 @@ def test_torch_only_with_the_flag(monkeypatch, capsys):
     import torch
 
     from cudashim import _state
-    from cudashim.doctor import main
+    from cudashim.cli.doctor import main
 
     monkeypatch.setenv("CUDASHIM_SYSROOT", str(TREES / "cpu_only"))
     monkeypatch.delenv("CUDASHIM_PLATFORM", raising=False)

@@ -80,7 +80,7 @@ def per_token_cast_tl(
 def _torch_path(hidden: int, group_size: int, dtype: str, sf_name: str) -> Callable[[Any], tuple[Any, Any]]:
     # The capability table marks non-g32 casts on ascend as emulated with one warning: same bytes,
     # slower path. Asking it (rather than hard-coding the warning) keeps the table the one truth.
-    from ... import capabilities
+    from ...platform import capabilities
     from ..torch.quant import per_token_cast_tl as reference
 
     api = f"cudashim.kernels.ops.per_token_cast_tl(group_size={group_size})"
