@@ -9,7 +9,7 @@ through the module __getattr__ below (a subprocess test proves it).
 # each module costs ~0.1 ms. Annotations naming typing's names are strings; the errors resolve lazily.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Callable
+    from typing import Any
 
     from .errors import (
         CapabilityError,

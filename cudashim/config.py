@@ -14,14 +14,14 @@ import os
 
 from . import envs
 from .envs import _Record as Record
-from .platform import PLATFORMS
 
 # Every shimmed interpreter runs load_config() before user code, and almost always finds no file:
 # that path uses os.path only. pathlib, tomllib and importlib are imported by the functions that read
 # and check a found file, cudashim.errors where an error is raised, and dataclasses, typing and
 # `from __future__ import annotations` not at all (Record; annotations naming Path or typing's names
-# are strings). Plain data: no detection (cudashim.platform) and no built-in packs (cudashim.patches,
-# which also checks that `disable` names something).
+# are strings). Plain data: no detection, no platform names and no built-in packs; what names a
+# platform or a pack is checked where those live (cudashim.platform.resolve_platform_name checks
+# `platform`, cudashim.patches.check_config the sub-tables and `disable`), with the same file/key errors.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -227,9 +227,7 @@ def parse_config(data: "Mapping[str, Any]", path: "Path") -> Config:
     platform = data.get("platform")
     if platform is not None and not isinstance(platform, str):
         raise _fail(path, "tool.cudashim.platform", f"{platform!r} is a {type(platform).__name__}, not a string",
-                    f'write platform = "cpu" (one of {", ".join(PLATFORMS)})')
-    if platform is not None and platform not in PLATFORMS:
-        raise _fail(path, "tool.cudashim.platform", f"{platform!r} is not a platform", f"use one of {', '.join(PLATFORMS)}")
+                    'write platform = "cpu" (a platform name: see cudashim.platform.PLATFORMS)')
     patches: list[PatchEntry] = []
     raw_patches = data.get("patches", {})
     if not isinstance(raw_patches, Mapping):
@@ -258,13 +256,11 @@ def parse_config(data: "Mapping[str, Any]", path: "Path") -> Config:
         patches.append(PatchEntry(target, repl, plat, f"{path}:{key}"))
 
     for k, v in raw_patches.items():
-        if k in PLATFORMS:
-            if not isinstance(v, Mapping):
-                raise _fail(path, f"tool.cudashim.patches.{k}", "is not a table", f"write it as [tool.cudashim.patches.{k}]")
-            for tk, tv in v.items():
+        if isinstance(v, Mapping):  # a per-platform sub-table; whether k names a platform is checked
+            for tk, tv in v.items():  # where the names are known (cudashim.patches.check_config)
                 add(tk, tv, k, f"tool.cudashim.patches.{k}.\"{tk}\"")
-        elif isinstance(v, Mapping):
-            raise _fail(path, f"tool.cudashim.patches.{k}", f"{k!r} is not a platform sub-table", f"use one of {', '.join(PLATFORMS)}")
+        elif str(k).isidentifier():  # a bare name, not a "module:symbol" target: meant as a sub-table
+            raise _fail(path, f"tool.cudashim.patches.{k}", "is not a table", f"write it as [tool.cudashim.patches.{k}]")
         else:
             add(k, v, None, f"tool.cudashim.patches.\"{k}\"")
     disable = data.get("disable", [])

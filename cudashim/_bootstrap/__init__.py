@@ -204,7 +204,7 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
             undo.append(_undo_env(visibility.reconcile(name, notes=notes)))
         undo.append(_undo_env(envs.apply_platform_env(name, notes=notes)))
         from .. import importhook
-        from ..patches import target_modules
+        from ..patches.packs import target_modules
 
         # armed, not loaded (DESIGN.md §3 step 5): most shimmed processes (pip, tools, helpers a
         # program spawns) never import torch or a patch target, and never load the patch registry

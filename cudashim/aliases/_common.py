@@ -10,7 +10,6 @@ otherwise, so the report costs nothing when off).
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any, Callable
 
 __all__ = [

@@ -105,7 +105,7 @@ def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
 
 
 def _visibility_section(env: Mapping[str, str], platform: str, problems: list[str]) -> dict[str, Any]:
-    from ..hardware import ENV_NAMES, visible_device_ids
+    from ..hardware.visible import ENV_NAMES, visible_device_ids
 
     out: dict[str, Any] = {"reads": ENV_NAMES.get(platform), "variables": {}}
     for name in sorted(set(ENV_NAMES.values())):
@@ -182,6 +182,10 @@ def collect(with_torch: bool = False, environ: Mapping[str, str] | None = None) 
     report["capabilities"] = _capabilities_section(name)
     report["packages"] = {"cudashim": _version("cudashim"), **{d: _version(d) for d in OPTIONAL_PACKAGES}}
     report["torch"] = _torch_section() if with_torch else None
+    # what the shim did in doctor's own process (`cudashim run ... doctor`, PYTHONPATH): cudashim.status()
+    from .._bootstrap import status
+
+    report["this_process"] = status()
     report["problems"] = problems
     return report
 
@@ -230,6 +234,14 @@ def render_text(report: Mapping[str, Any]) -> str:
     if t:
         lines += ["", f"torch {t['version']}: cuda build {t['cuda_build']}, cuda available {t['cuda_available']}, "
                       f"{t['device_count']} device(s), npu available {t['npu_available']}"]
+    st = report.get("this_process")
+    if st is not None:
+        lines += ["", "the shim in this process (cudashim.status()):"]
+        if st["active"]:
+            lines.append(f"  active ({st['source']}) on {st['platform']}; import hook {st['hook']}")
+            lines.append(f"  config: {st['config'] or 'none'} ({st['config_reason']})")
+        else:
+            lines.append(f"  off: {st['why_off']}")
     if report["problems"]:
         lines += ["", "problems:"] + [f"  - {m}" for m in report["problems"]]
     return "\n".join(lines)

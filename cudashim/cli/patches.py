@@ -17,7 +17,7 @@ from typing import Any
 
 from ..config import Config, load_config
 from ..errors import CudashimError
-from ..patches import ABSENT_ONLY
+from ..patches.packs import ABSENT_ONLY, check_config
 from ..platform import PLATFORMS
 
 __all__ = ["main", "rows"]
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = load_config(start=Path.cwd(), path=args.config)
+        check_config(config)
         if args.platform:
             platform, why = args.platform, "--platform"
         else:

@@ -13,7 +13,8 @@ NUMA placement, best source first:
 
 from __future__ import annotations
 
-from . import _ascend_node_listed, device
+from . import device
+from ._fs import ascend_node_listed as _ascend_node_listed
 
 # is_available() runs before user code where detection sees udma entries under ubcore and no davinci
 # node: this module imports no re, typing or cpu.py at import. NpuDevice (a typing.NamedTuple) is

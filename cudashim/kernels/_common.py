@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..errors import CudashimError, KernelArgumentError, KernelUnavailableError
+from ..errors import KernelArgumentError, KernelUnavailableError
 
 __all__ = [
     "KernelArgumentError",
@@ -83,7 +83,7 @@ def _platform_sf_dtype() -> str:
     # The platform states the container width (CUDA int32, Ascend int16); it may be a torch dtype
     # or a name depending on how it is spelled there, so normalise both.
     try:
-        from ..platform import get_platform
+        from ..platform.contract import get_platform
 
         value: Any = get_platform().fp8_sf_type
     except (ImportError, AttributeError):

@@ -19,7 +19,8 @@ import torch
 
 from ..platform import contract as _platform
 from . import _attn_cuda
-from ._core import Attn, attend, normalize_window, unsupported
+from ._attn import Attn, normalize_window, unsupported
+from ._core import attend
 from ._rotary import apply_rotary
 from ._varlen import paged_slots
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import CudashimError, StandInAttributeError
+from ..errors import StandInAttributeError
 
 TYPE_CHECKING = False  # imported by the bootstrap (patches.install): no typing, types or importlib
 if TYPE_CHECKING:  # pragma: no cover

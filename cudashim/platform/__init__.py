@@ -6,7 +6,7 @@
 The contract classes (Platform, get_platform, platform_name) are in cudashim.platform.contract and
 the capability table in cudashim.platform.capabilities: they need enum and more, while the bootstrap
 asks only the name, in every shimmed interpreter before user code. This module imports neither
-them nor cudashim.config (config imports PLATFORMS from here): the caller passes the Config. No torch.
+them nor cudashim.config: the caller passes the Config (plain data; its `platform` is checked here). No torch.
 """
 
 from .. import envs
@@ -35,6 +35,11 @@ def resolve_platform_name(config: "Any" = None, environ: "Mapping[str, str] | No
     if override:
         return str(override), f"CUDASHIM_PLATFORM={envs.raw('CUDASHIM_PLATFORM', environ)} overrides detection"
     if config is not None and config.platform:
+        if config.platform not in PLATFORMS:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"{config.path}: [tool.cudashim.platform] {config.platform!r} is not a platform; "
+                              f"use one of {', '.join(PLATFORMS)}")
         return config.platform, f"platform = {config.platform!r} in {config.path}"
     from ..hardware import accelerator_kind
 

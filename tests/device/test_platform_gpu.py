@@ -6,16 +6,12 @@ Run on the H200 box with:  python3 -m pytest -q tests/device/test_platform_gpu.p
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import gpu_only  # noqa: E402
 
-pytestmark = gpu_only.MARKS
+pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture()

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from cudashim.config import PatchEntry, load_config
-from cudashim.patches import check_disable
+from cudashim.patches.packs import check_config
+from cudashim.platform import resolve_platform_name
 from cudashim.errors import ConfigError
 
 GOOD = """
@@ -65,9 +66,11 @@ def test_env_disable_without_file() -> None:
 
 
 def _checked(**kwargs):
-    """load_config, then the check of `disable` names that cudashim.patches (holder of the packs) does."""
+    """load_config, then the checks of names done where the names live (patches: packs; platform)."""
     cfg = load_config(**kwargs)
-    check_disable(cfg)
+    check_config(cfg)
+    if cfg.platform is not None:
+        resolve_platform_name(cfg, {})  # checks the name (cudashim.platform holds the list)
     return cfg
 
 

@@ -161,3 +161,23 @@ def test_cli_dispatch():
                          env=environ, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["platform"]["name"] == "cpu"
+
+
+def test_doctor_reports_what_the_shim_did_in_its_own_process(tmp_path):
+    """`this_process` is cudashim.status(): off (and why) when started plainly, active under `run`."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDASHIM_") and k != "PYTHONPATH"}
+    env["CUDASHIM_PLATFORM"] = "cpu"
+    plain = subprocess.run([sys.executable, "-m", "cudashim", "doctor", "--json"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    shimmed = subprocess.run([sys.executable, "-m", "cudashim", "run", "-m", "cudashim", "doctor", "--json"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and shimmed.returncode == 0, plain.stderr + shimmed.stderr
+    off, on = json.loads(plain.stdout)["this_process"], json.loads(shimmed.stdout)["this_process"]
+    assert off["active"] is False and "not switched on" in off["why_off"]
+    assert on["active"] is True and on["why_off"] is None
+    assert (on["source"], on["platform"], on["hook"]) == ("bootstrap", "cpu", "armed")
+    assert on["platform_reason"].startswith("CUDASHIM_PLATFORM=cpu") and on["config"] is None
