@@ -14,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 _PROBE = """\
-import json, os, cudashim._bootstrap as b
+import json, os, cudashim as b
 status = b.status()
 import torch
 before = torch.cuda.is_initialized()

@@ -21,7 +21,7 @@ _LIB = {
 
 _STATE = textwrap.dedent("""\
     import json, sys
-    import cudashim._bootstrap as b
+    import cudashim as b  # cudashim.status()
     def state():
         return {"hook": b.status()["hook"],
                 "patches_loaded": "cudashim.patches._patch" in sys.modules,

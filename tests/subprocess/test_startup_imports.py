@@ -34,7 +34,7 @@ import os, sys  # json only at the end: it imports re, enum, functools...
 sys.path[:0] = %(path)r
 before = set(sys.modules)
 import sitecustomize  # the trampoline, exactly as site would run it
-import cudashim._bootstrap as b
+import cudashim as b
 new = set(sys.modules) - before
 status = b.status()
 extra = %(extra)r
