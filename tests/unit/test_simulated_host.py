@@ -20,8 +20,7 @@ from cudashim.hardware import (
     resolve_root,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from hwtest import fresh_hardware_state, hwtrees  # noqa: E402,F401  (autouse fixture: a clean state per test)
+from hwtest import fresh_hardware_state, hwtrees  # noqa: F401  (autouse fixture: a clean state per test)
 
 REPO = Path(__file__).resolve().parents[2]
 
