@@ -1,4 +1,7 @@
-"""The emulated CUDA device: `cuda:N` tensors in host memory, run by PyTorch's CPU kernels.
+"""Python side of the emulated devices (DESIGN.md §4): the cuda device on the CPU, the simulated
+Ascend NPU (emulated.npu).
+
+The emulated CUDA device: `cuda:N` tensors in host memory, run by PyTorch's CPU kernels.
 
 The native core (csrc/, built and cached by _build) registers a device guard, a host allocator
 with exact statistics, per-device generators and the kernels of the CUDA dispatch key: its own
