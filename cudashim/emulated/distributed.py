@@ -1,6 +1,6 @@
 """NCCL-written programs on Gloo, with the device's cuda tensors.
 
-The backend name and device ids are translated as on the alias layer (aliases/_distributed). Gloo
+The backend name and device ids are translated by the caller (the cpu platform's alias step). Gloo
 cannot take cuda tensors; the core (csrc/collectives.cpp) replaces the c10d operators' CUDA kernels
 with ones that hand Gloo CPU tensors over the same memory, which covers Python collectives and
 DDP's C++ reducer alike. Two collectives NCCL accepts and Gloo does not are built here from ones it
@@ -10,21 +10,17 @@ and reduce_scatter_tensor (an all_reduce, then the rank's chunk).
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-from ..aliases._common import Bindings
-from ..aliases._distributed import bind_distributed
+from typing import Any
 
 __all__ = ["bind"]
 
-def bind(b: Bindings, torch: Any, core: Any, is_active: Callable[[], bool]) -> None:
+def bind(b: Any, torch: Any, core: Any) -> None:
+    """Register the collectives' bindings into b (restorable bindings)."""
     import torch.distributed as dist
 
     if not dist.is_available():
         return
     core.register_collectives()
-    bind_distributed(b, torch, {"nccl": "gloo"}, device_id=lambda d: None, device_ids=lambda ids: None,
-                     device_type=lambda t: t, is_active=is_active)
     Tensor = torch.Tensor
 
     def host(x: Any) -> Any:
