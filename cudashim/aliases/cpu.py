@@ -69,17 +69,10 @@ def installed() -> bool:
 
 def _install_device(torch: Any) -> Any:
     """cuda:N tensors of the emulated device (cudashim.emulated): no argument is rewritten."""
-    import os
-
     from .. import emulated
 
-    def properties() -> _cpu_device.CpuDeviceProperties:
-        return _cpu_device.CpuDeviceProperties(name=f"CPU ({_cpu_device._model_name()})",
-                                               total_memory=_cpu_memory.host_total_memory(),
-                                               multi_processor_count=os.cpu_count() or 1)
-
-    dm = emulated.install(_bindings, when_imported=when_imported, alias_class=_cpu_torch.alias_class, properties=properties,
-                          mem_get_info=_cpu_memory.mem_get_info)
+    dm = emulated.install(_bindings, when_imported=when_imported, alias_class=_cpu_torch.alias_class,
+                          properties=_cpu_device.host_properties, mem_get_info=_cpu_memory.mem_get_info)
     dm.core.set_device_count(_cpu_device.cpu_device_count())
     for name, value in _cpu_device.nvtx_table().items():
         _bindings.bind(torch.cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
