@@ -161,6 +161,8 @@ _READ_ROWS: "dict[str, tuple[Callable[[str, str], object], object, str]]" = {
     "CUDASHIM_PLATFORM": (_platform, None, "override detection: ascend | nvidia | cpu"),
     "CUDASHIM_CONFIG": (_str, None, "path of the config file to use instead of searching"),
     "CUDASHIM_REPORT": (_str, None, "write the migration report (JSON) to this path at exit"),
+    "CUDASHIM_REPORT_ARGS": (_bool, False, "1 records the program's arguments in the report (they may hold secrets)"),
+    "CUDASHIM_REPORT_OWNER": (_str, None, "set by the report: pid of the process writing the base report file"),
     "CUDASHIM_DISABLE_PATCHES": (_csv, (), "patch keys or built-in pack names to switch off"),
     "CUDASHIM_DEVICES_PER_RANK": (_int, None, "with LOCAL_RANK: give each rank N consecutive devices"),
     "CUDASHIM_CPU_DEVICES": (_int, None, "torch.cuda.device_count() on cpu (default LOCAL_WORLD_SIZE or 1)"),
