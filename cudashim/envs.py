@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Var",
     "READ",
+    "CPU_DEVICES_MAX",
     "get",
     "raw",
     "EnvRule",
@@ -126,6 +127,22 @@ def _int(name: str, value: str) -> int:
     return n
 
 
+# The most emulated CUDA devices on cpu. Each costs a device record, a generator and its memory
+# statistics, made at `import torch`; a count in the billions hung it. 64 is more than any one host
+# has GPUs (a DGX has 8 or 16), so a larger value is a typo.
+CPU_DEVICES_MAX = 64
+
+
+def _cpu_devices(name: str, value: str) -> int:
+    n = _int(name, value)
+    if n > CPU_DEVICES_MAX:
+        from .errors import EnvError
+
+        raise EnvError(f"{name}={value!r} is more than the {CPU_DEVICES_MAX} emulated devices cudashim allows on cpu; "
+                       f"set it to 0..{CPU_DEVICES_MAX} (0: no CUDA device) or unset it")
+    return n
+
+
 def _str(name: str, value: str) -> str:
     return value.strip()
 
@@ -165,7 +182,7 @@ _READ_ROWS: "dict[str, tuple[Callable[[str, str], object], object, str]]" = {
     "CUDASHIM_REPORT_OWNER": (_str, None, "set by the report: pid of the process writing the base report file"),
     "CUDASHIM_DISABLE_PATCHES": (_csv, (), "patch keys or built-in pack names to switch off"),
     "CUDASHIM_DEVICES_PER_RANK": (_int, None, "with LOCAL_RANK: give each rank N consecutive devices"),
-    "CUDASHIM_CPU_DEVICES": (_int, None, "torch.cuda.device_count() on cpu (default LOCAL_WORLD_SIZE or 1)"),
+    "CUDASHIM_CPU_DEVICES": (_cpu_devices, None, "torch.cuda.device_count() on cpu, 0..64 (default LOCAL_WORLD_SIZE or 1)"),
     "CUDASHIM_NCCL_NUM_SMS": (_int, 32, "NCCL min/max CTAs in get_distributed_options()"),
     "CUDASHIM_STRICT": (_bool, False, "set by `cudashim run`: bootstrap errors stop the process (exit 2)"),
     "CUDASHIM_SYSROOT": (_str, None, "root under which hardware probes read /dev, /sys, /proc (tests)"),

@@ -42,6 +42,8 @@ _PLATFORMS = ("ascend", "nvidia", "cpu")
 # when neither is set it changes nothing and raises nothing, so the module is not even imported
 # (one import fewer in every shimmed start-up on cpu and nvidia). Keep in step with visibility.py.
 _RANK_VARS = ("CUDASHIM_DEVICES_PER_RANK", "LOCAL_RANK")
+# on cpu, the variables that say how many CUDA devices the program sees: checked before user code
+_CPU_DEVICE_VARS = ("CUDASHIM_CPU_DEVICES", "CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE")
 
 
 class _Active:
@@ -262,7 +264,8 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
             undo.append(_undo_env([("CUDASHIM_PLATFORM", os.environ.get("CUDASHIM_PLATFORM"))]))
             os.environ["CUDASHIM_PLATFORM"] = platform
         name, reason = resolve_platform_name(config)
-        if name == "ascend" or any(v in os.environ for v in _RANK_VARS):
+        if (name == "ascend" or any(v in os.environ for v in _RANK_VARS)
+                or (name == "cpu" and any(v in os.environ for v in _CPU_DEVICE_VARS))):
             from .. import visibility
 
             undo.append(_undo_env(visibility.reconcile(name, notes=notes)))

@@ -91,13 +91,18 @@ class DeviceRewriter:
     Results are cached per argument, so the hot path is one dict lookup.
     """
 
-    def __init__(self, torch: Any, target: str, keep_index: bool = False) -> None:
+    def __init__(self, torch: Any, target: str, keep_index: bool = False, refuse: str | None = None) -> None:
         self._torch = torch
         self.target = target
         self.keep_index = keep_index
         self.target_device = torch.device(target)
+        # with no device visible (CUDA_VISIBLE_DEVICES='' ...), every CUDA device is refused with this
+        # message, as CUDA refuses it, rather than landing on the target anyway
+        self.refuse = refuse
         self._cache: dict[Any, Any] = {}
-        for warm in ("cuda", "cuda:0", torch.device("cuda"), torch.device("cuda", 0), 0, "cpu", torch.device("cpu")):
+        warms = ("cpu", torch.device("cpu")) if refuse else (
+            "cuda", "cuda:0", torch.device("cuda"), torch.device("cuda", 0), 0, "cpu", torch.device("cpu"))
+        for warm in warms:
             self(warm)
 
     def __call__(self, dev: Any) -> Any:
@@ -146,6 +151,8 @@ class DeviceRewriter:
         # None means "leave as it was"
         if not self.is_cuda(dev):
             return None
+        if self.refuse is not None:
+            raise RuntimeError(self.refuse)
         if not self.keep_index:
             return self.target if isinstance(dev, str) else self.target_device
         idx = self.index_of(dev)

@@ -91,7 +91,10 @@ def install() -> None:
         return
     import torch
 
-    rw = DeviceRewriter(torch, "cpu", keep_index=False)
+    none = _cpu_device.cpu_device_count() == 0
+    rw = DeviceRewriter(torch, "cpu", keep_index=False, refuse=(
+        "No CUDA GPUs are available (cpu platform: CUDA_VISIBLE_DEVICES hides every emulated device, "
+        "or CUDASHIM_CPU_DEVICES=0); unset it or name a device, e.g. CUDA_VISIBLE_DEVICES=0") if none else None)
     _rewrite = rw
     try:
         _install(torch, rw)
