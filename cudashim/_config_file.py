@@ -30,6 +30,9 @@ def read_config(found: Path) -> Config:
             doc = _toml.load(f)
     except _toml.TOMLDecodeError as e:
         raise ConfigError(f"{found}: not valid TOML ({e}); fix the syntax at that line") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{found}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                          f"TOML files are UTF-8: save it as UTF-8") from None
     except OSError as e:
         raise ConfigError(f"{found}: cannot be read ({e.strerror}); check the path and its permissions") from None
     if found.name == "pyproject.toml":

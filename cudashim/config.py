@@ -113,14 +113,29 @@ def _as_path(path: str | os.PathLike[str]) -> "Path":
     return Path(path)
 
 
+_CHUNK = 1 << 16
+_TABLE = b"[tool.cudashim"
+
+
 def _has_tool_section(pyproject: str) -> bool:
+    """Whether the file holds a [tool.cudashim...] header, without decoding or holding it whole.
+
+    Most pyproject.toml files met on the way are not ours: they are scanned as bytes, 64 KiB at a
+    time (a huge or non-UTF-8 file costs neither memory nor an error), and parsed only when the
+    header is there; its syntax errors are reported then.
+    """
+    tail = b""
     try:
-        with open(pyproject, encoding="utf-8") as f:
-            text = f.read()
+        with open(pyproject, "rb") as f:
+            while True:
+                chunk = f.read(_CHUNK)
+                if not chunk:
+                    return False
+                if _TABLE in tail + chunk[: len(_TABLE)] or _TABLE in chunk:
+                    return True
+                tail = chunk[-len(_TABLE):]
     except OSError:
         return False
-    # cheap textual check first; parse errors are reported when the file is really loaded
-    return "[tool.cudashim" in text
 
 
 def _search(start: str | os.PathLike[str] | None) -> str | None:
