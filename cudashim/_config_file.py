@@ -7,12 +7,12 @@ to check. Every malformed input raises ConfigError naming the file, the key and 
 
 from __future__ import annotations
 
-import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import _KEYS, PACKS, PLATFORMS, Config, PatchEntry, _as_path
+from .config import _KEYS, PACKS, PLATFORMS, Config, PatchEntry
 from .errors import ConfigError
 
 __all__ = ["read_config", "parse_config", "known_disable_names", "unknown_disable"]
@@ -62,28 +62,64 @@ def _check_ref(path: Path, key: str, ref: Any, what: str) -> str:
     return ref
 
 
-def _importable(top: str, folders: list[Path]) -> bool:
-    """Cheap existence check of a top-level module: find_spec only, nothing is imported."""
-    import importlib.machinery
-    import importlib.util
-
-    try:
-        if importlib.util.find_spec(top) is not None:
-            return True
-    except (ImportError, ValueError):
-        return False
-    # a project-local replacement next to the config file: sys.path does not hold its folder yet
-    # while the bootstrap runs (site import comes before the script's folder is put on sys.path)
-    return importlib.machinery.PathFinder.find_spec(top, [str(f) for f in folders]) is not None
-
-
 def _check_replacement(path: Path, key: str, target: str, repl: str) -> None:
+    """The replacement's module found and its symbol seen in its source, without running either."""
     if repl == target:
         raise _fail(path, key, f"{target!r} is replaced by itself", "point it at a different module:symbol, or delete the line")
-    top = repl.split(":")[0].split(".")[0]
-    if not _importable(top, [path.parent, _as_path(os.getcwd())]):
-        raise _fail(path, key, f"replacement {repl!r} cannot exist: no module named {top!r} is importable",
-                    f"install {top!r} or put it on PYTHONPATH, or fix the module path")
+    from ._replacements import UNKNOWN, locate, missing
+
+    module, _, symbol = repl.partition(":")
+    spec, why = locate(module, str(path.parent))
+    if spec is None:
+        raise _fail(path, key, f"replacement {repl!r} cannot be imported: {why}",
+                    f"fix the module path, or put the module beside {path.name} or on PYTHONPATH")
+    problem = missing(spec, symbol)
+    if problem is not None and problem != UNKNOWN:
+        raise _fail(path, key, f"replacement {repl!r} has no {symbol.split('.')[0]!r}: {problem}",
+                    "fix the symbol's name (a typo?) or define it in that module")
+
+
+# Targets that would reach every Python process of the project, including pip and the tools it runs,
+# rather than the CUDA-only code a patch is for: refused unless the config opts in explicitly.
+_PROTECT_KEY = "allow_protected_targets"
+
+
+def _protected(target: str) -> str | None:
+    top = target.split(":")[0].split(".")[0]
+    if top == "cudashim":
+        return "is part of cudashim itself"
+    if top in sys.stdlib_module_names:
+        return "is in the standard library (every Python process of the project, pip included, would run the replacement)"
+    return None
+
+
+def _check_graph(path: Path, patches: list[PatchEntry]) -> None:
+    """No replacement may itself be a patched target of the same config: a cycle voids its patches,
+    and a chain a -> b -> c would follow b's replacement silently. Built-in packs' targets do not
+    count: a replacement may name flash_attn's functions, which on cpu resolve to cudashim's."""
+    by_target: dict[str, list[PatchEntry]] = {}
+    for p in patches:
+        by_target.setdefault(p.target, []).append(p)
+
+    def next_of(entry: PatchEntry) -> PatchEntry | None:
+        return next((q for q in by_target.get(entry.replacement, ())
+                     if entry.platform is None or q.platform is None or q.platform == entry.platform), None)
+
+    for p in patches:
+        cur = next_of(p)
+        if cur is None:
+            continue
+        chain = [p]
+        while cur is not None and cur not in chain:
+            chain.append(cur)
+            cur = next_of(cur)
+        names = [e.target for e in chain]
+        if cur is not None:
+            raise ConfigError(f"{path}: patch cycle {' -> '.join([*names, cur.target])}: each line replaces "
+                              f"another's target, so none of them applies; delete one line of the cycle")
+        raise ConfigError(f"{path}: patch chain {' -> '.join([*names, chain[-1].replacement])}: {p.target!r} is "
+                          f"replaced by {p.replacement!r}, which is itself patched; point {p.target!r} at "
+                          f"{chain[-1].replacement!r} directly, or delete one line")
 
 
 def known_disable_names(patches: tuple[PatchEntry, ...]) -> set[str]:
@@ -124,8 +160,11 @@ def parse_config(data: Mapping[str, Any], path: Path) -> Config:
     def add(target: Any, repl: Any, plat: str | None, key: str) -> None:
         _check_ref(path, key, target, "target")
         _check_ref(path, key, repl, "replacement")
-        if target.split(":")[0].split(".")[0] == "cudashim":
-            raise _fail(path, key, f"target {target!r} is part of cudashim itself", "patch the CUDA-only module the program imports, not the shim")
+        protected = _protected(target)
+        if protected is not None and data.get(_PROTECT_KEY) is not True:
+            raise _fail(path, key, f"target {target!r} {protected}; refused by default",
+                        f"patch the CUDA-only module the program imports, or, if this project really means it, "
+                        f"set {_PROTECT_KEY} = true in the same table")
         if plat is None:
             other = generic.get(target) or next((k for (t, _), k in specific.items() if t == target), None)
         else:
@@ -150,6 +189,10 @@ def parse_config(data: Mapping[str, Any], path: Path) -> Config:
             raise _fail(path, f"tool.cudashim.patches.{k}", f"{k!r} is not a platform sub-table", f"use one of {', '.join(PLATFORMS)}")
         else:
             add(k, v, None, f"tool.cudashim.patches.\"{k}\"")
+    allow = data.get(_PROTECT_KEY, False)
+    if not isinstance(allow, bool):
+        raise _fail(path, f"tool.cudashim.{_PROTECT_KEY}", f"{allow!r} is not a boolean", f"write {_PROTECT_KEY} = true or delete it")
+    _check_graph(path, patches)
     disable = data.get("disable", [])
     if not isinstance(disable, list) or not all(isinstance(d, str) for d in disable):
         raise _fail(path, "tool.cudashim.disable", f"{disable!r} is not a list of strings", 'write it as disable = ["module:symbol", "pack-name"]')

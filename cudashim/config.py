@@ -4,10 +4,12 @@ Keys: `platform`; `patches` ("module:symbol" = "replacement.module:symbol", opti
 per-platform sub-table [tool.cudashim.patches.ascend|cpu|nvidia]); `disable` (patch targets or
 built-in pack names). CUDASHIM_DISABLE_PATCHES=key,... adds to `disable` from the environment.
 
-Search order (first hit wins): CUDASHIM_CONFIG / an explicit path; from the script's folder upward,
-in each folder `cudashim.toml` then a `pyproject.toml` holding [tool.cudashim]; the same from the
-working directory. No file → the empty Config. Every malformed input raises ConfigError naming the
-file, the key and the fix.
+Search order (first hit wins): CUDASHIM_CONFIG / an explicit path; from the script's folder (the
+working directory for -m/-c/executables) upward, in each folder `cudashim.toml` then a
+`pyproject.toml` holding [tool.cudashim], stopping at the project root: the first folder holding
+.git or a pyproject.toml (DESIGN.md §5: config comes from the project being run, never from above
+it). No file → the empty Config. Every malformed input raises ConfigError naming the file, the key
+and the fix; standard-library and cudashim targets are refused unless `allow_protected_targets = true`.
 """
 
 import os
@@ -34,13 +36,14 @@ __all__ = [
     "PatchEntry",
     "PLATFORMS",
     "find_config_file",
+    "explain_config",
     "load_config",
     "parse_config",
     "resolve_platform_name",
 ]
 
 PLATFORMS = ("ascend", "nvidia", "cpu")
-_KEYS = ("platform", "patches", "disable")
+_KEYS = ("platform", "patches", "disable", "allow_protected_targets")
 
 # ---------------------------------------------------------------------------------------------------
 # Built-in patch packs, as data: CUDA-only symbols the shim knows how to replace, the patch maps every
@@ -138,27 +141,53 @@ def _has_tool_section(pyproject: str) -> bool:
         return False
 
 
-def _search(start: str | os.PathLike[str] | None) -> str | None:
-    """The first config file from `start` upward, then from the working directory upward."""
-    roots = [os.path.realpath(os.fspath(start))] if start is not None else []
+_ROOT_MARKS = (".git", "pyproject.toml")
+
+
+def _search(start: str | os.PathLike[str] | None) -> tuple[str | None, str, str | None]:
+    """(config file or None, folder searched from, project root or None) — DESIGN.md §5's trust rule.
+
+    From `start` (the script's folder; the working directory when None, as for -m/-c/executables)
+    upward, in each folder cudashim.toml then a pyproject.toml holding [tool.cudashim]; the search
+    stops at the project root, the first folder holding .git or a pyproject.toml. A file above the
+    project (a shared /tmp, a home folder, a hostile checkout's parent) is never read.
+    """
     # getcwd() is already free of symlinks (POSIX), so realpath would hand it back unchanged; it is
     # pure-Python and its first call in a process costs more than the search itself
-    roots.append(os.getcwd())
-    seen: set[str] = set()
-    for folder in roots:
-        while folder not in seen:
-            seen.add(folder)
-            own = os.path.join(folder, "cudashim.toml")
-            if os.path.isfile(own):
-                return own
-            pyproject = os.path.join(folder, "pyproject.toml")
-            if os.path.isfile(pyproject) and _has_tool_section(pyproject):
-                return pyproject
-            parent = os.path.dirname(folder)
-            if parent == folder:
-                break
-            folder = parent
-    return None
+    origin = os.path.realpath(os.fspath(start)) if start is not None else os.getcwd()
+    folder = origin
+    while True:
+        own = os.path.join(folder, "cudashim.toml")
+        if os.path.isfile(own):
+            return own, origin, None
+        pyproject = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(pyproject):
+            return (pyproject if _has_tool_section(pyproject) else None), origin, folder
+        if os.path.exists(os.path.join(folder, ".git")):
+            return None, origin, folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None, origin, None
+        folder = parent
+
+
+def explain_config(start: str | os.PathLike[str] | None = None, path: str | os.PathLike[str] | None = None,
+                   environ: "Mapping[str, str] | None" = None) -> tuple[str | None, str]:
+    """(config file or None, why that one): what `cudashim doctor` and `cudashim patches` print."""
+    if path is not None:
+        return os.fspath(path), "given by --config"
+    env = os.environ if environ is None else environ
+    explicit = env.get("CUDASHIM_CONFIG")
+    if explicit:
+        return explicit, "CUDASHIM_CONFIG names it (set by you, or pinned by the process that started this one)"
+    found, origin, root = _search(start)
+    what = "the script's folder" if start is not None else "the working directory"
+    bound = (f"up to the project root {root} (it holds {'pyproject.toml' if os.path.isfile(os.path.join(root, 'pyproject.toml')) else '.git'})"
+             if root is not None else "up to / (no project root: no folder holds .git or pyproject.toml)")
+    if found is None:
+        return None, f"none found: searched from {origin} ({what}) {bound}; nothing above the project root is read"
+    return found, (f"the nearest one searching upward from {origin} ({what}); the search stops at the project "
+                   f"root, the first folder holding .git or a pyproject.toml")
 
 
 def find_config_file(start: str | os.PathLike[str] | None = None,
@@ -171,7 +200,7 @@ def find_config_file(start: str | os.PathLike[str] | None = None,
 
             raise ConfigError(f"CUDASHIM_CONFIG={explicit!r}: no such file; point it at a cudashim.toml or pyproject.toml, or unset it")
         return _as_path(explicit)
-    found = _search(start)
+    found = _search(start)[0]
     return None if found is None else _as_path(found)
 
 

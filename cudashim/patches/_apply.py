@@ -12,6 +12,7 @@ resolves on its first call and then is gone.
 from __future__ import annotations
 
 import _thread
+import os
 import sys
 
 from ._patch import MISSING, Patch, PatchError
@@ -171,9 +172,9 @@ def resolve(patch: Patch) -> Any:
     busy.add(key)
     try:
         try:
-            from importlib import import_module
+            from .._replacements import import_replacement
 
-            repl_mod = import_module(mod_name)
+            repl_mod = import_replacement(mod_name, _config_folder(patch))
         except Exception as e:
             raise PatchError(
                 f"cudashim: cannot import the replacement for {patch.describe()}: {type(e).__name__}: {e}; "
@@ -203,6 +204,17 @@ def resolve(patch: Patch) -> Any:
                 _drop_property(module, patch.symbol)
             _trace(f"{patch.entry.target}: resolved to {patch.entry.replacement}")
     return patch.replacement
+
+
+def _config_folder(patch: Patch) -> str | None:
+    """The folder of the config a patch line came from: its replacement resolves there first."""
+    if patch.entry.source.startswith("built-in:"):
+        return None
+    from . import _patch
+
+    installed = _patch._installed_with
+    path = installed[0].path if installed is not None else None
+    return None if path is None else os.path.dirname(os.fspath(path))
 
 
 def _original_or_fail(patch: Patch) -> Any:
