@@ -200,8 +200,11 @@ def record(api: str, treatment: str, *, count: bool = True) -> None:
         e[1] += 1
 
 
-def wrap(api: str, treatment: str, fn: F) -> F:
+def wrap(api: str, treatment: str, fn: F, when: Callable[[tuple[Any, ...], dict[str, Any]], bool] | None = None) -> F:
     """`fn` counted under `api`: the calls and the first user call site are recorded.
+
+    With `when(args, kwargs)`, only the calls it accepts count: a factory is CUDA's only when it was
+    given a CUDA device (`torch.ones(3)` makes a CPU tensor and touched no CUDA API).
 
     Calls made by cudashim itself (a stand-in using an aliased API, directly or through torch) are not
     counted: they are the shim's, not the program's. Calls torch makes on the program's behalf are.
@@ -223,11 +226,18 @@ def wrap(api: str, treatment: str, fn: F) -> F:
         record(api, treatment, count=False)
         return fn
 
-    @functools.wraps(fn)
-    def counted_call(*args: Any, **kwargs: Any) -> Any:
-        if _from_program():
-            _hit(e)
-        return fn(*args, **kwargs)
+    if when is None:
+        @functools.wraps(fn)
+        def counted_call(*args: Any, **kwargs: Any) -> Any:
+            if _from_program():
+                _hit(e)
+            return fn(*args, **kwargs)
+    else:
+        @functools.wraps(fn)
+        def counted_call(*args: Any, **kwargs: Any) -> Any:
+            if when(args, kwargs) and _from_program():
+                _hit(e)
+            return fn(*args, **kwargs)
 
     counted_call.__cudashim_report__ = api  # type: ignore[attr-defined]
     return counted_call  # type: ignore[return-value]

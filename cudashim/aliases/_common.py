@@ -27,7 +27,7 @@ __all__ = [
 _MISSING = object()
 
 
-def _report_wrap(api: str, treatment: str, value: Any) -> Any:
+def _report_wrap(api: str, treatment: str, value: Any, when: Callable[..., bool] | None = None) -> Any:
     # looked up at bind time only: with the report off the bound object is the plain function
     report = sys.modules.get("cudashim.report")
     if report is None:
@@ -37,7 +37,7 @@ def _report_wrap(api: str, treatment: str, value: Any) -> Any:
             return value
     if not report.enabled() or not callable(value):
         return value
-    return report.wrap(api, treatment, value)
+    return report.wrap(api, treatment, value, when) if when is not None else report.wrap(api, treatment, value)
 
 
 class Bindings:
@@ -51,13 +51,14 @@ class Bindings:
         self._saved: list[tuple[Any, str, Any]] = []
         self._seen: set[tuple[int, str]] = set()
 
-    def bind(self, owner: Any, attr: str, value: Any, api: str | None = None, treatment: str = "aliased") -> None:
+    def bind(self, owner: Any, attr: str, value: Any, api: str | None = None, treatment: str = "aliased",
+             when: Callable[..., bool] | None = None) -> None:
         key = (id(owner), attr)
         if key not in self._seen:  # the first original wins: re-binding never loses it
             self._seen.add(key)
             self._saved.append((owner, attr, vars(owner).get(attr, _MISSING)))
         if api is not None and not isinstance(value, property):
-            value = _report_wrap(api, treatment, value)
+            value = _report_wrap(api, treatment, value, when)
         setattr(owner, attr, value)
 
     def original(self, owner: Any, attr: str) -> Any:
@@ -159,6 +160,18 @@ class DeviceRewriter:
         if isinstance(dev, str):
             return self.target if idx is None else f"{self.target}:{idx}"
         return self._torch.device(self.target, idx) if idx is not None else self.target_device
+
+
+def cuda_device_given(rewrite: DeviceRewriter, positional: int | None = None) -> Callable[..., bool]:
+    """For the report: whether a factory call was given a CUDA device (by keyword, or at `positional`)."""
+
+    def given(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        d = kwargs.get("device")
+        if d is None and positional is not None and len(args) > positional:
+            d = args[positional]
+        return d is not None and rewrite.is_cuda(d)
+
+    return given
 
 
 def wrap_factory(fn: Callable[..., Any], rewrite: DeviceRewriter, *, positional: int | None = None,
