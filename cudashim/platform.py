@@ -8,6 +8,7 @@ pinning, process-group options) imports it inside the method, so `import cudashi
 from __future__ import annotations
 
 import enum
+import sys
 
 from . import _state, envs
 from ._platform_name import resolve_platform_name
@@ -351,7 +352,10 @@ def platform_name() -> str:
     if "platform" in _cache:
         return _cache["platform"].name
     if "name" not in _cache:
-        _cache["name"] = resolve_platform_name()[0]
+        # an activated process keeps the platform its bootstrap settled, from the config of the
+        # project it runs: searching again from the working directory could read another folder's
+        active = getattr(sys.modules.get("cudashim._bootstrap"), "_active", None)
+        _cache["name"] = active.platform if active is not None else resolve_platform_name()[0]
     return _cache["name"]
 
 

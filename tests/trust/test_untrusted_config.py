@@ -107,3 +107,16 @@ def test_replacement_resolves_beside_the_config_for_a_script_elsewhere(trust: Tr
     proc = trust.run([str(app / "app.py")], cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "adapted"
+
+
+def test_the_program_asking_for_its_platform_does_not_read_the_working_directory_config(trust: Trust, tmp_path: Path) -> None:
+    here = tmp_path / "here"
+    write(here / "cudashim.toml", 'platform = "ascend"\n[patches]\n"json:loads" = "payload:loads"\n')
+    write(here / "payload.py", PAYLOAD)
+    there = tmp_path / "there"
+    (there / ".git").mkdir(parents=True)
+    write(there / "app.py", "import cudashim\nprint(cudashim.get_platform().name)\n")
+    proc = trust.python([str(there / "app.py")], cwd=here)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "cpu"
+    assert "PAYLOAD RAN" not in proc.stdout + proc.stderr and proc.stderr == ""
