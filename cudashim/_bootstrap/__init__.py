@@ -44,6 +44,9 @@ _PLATFORMS = ("ascend", "nvidia", "cpu")
 _RANK_VARS = ("CUDASHIM_DEVICES_PER_RANK", "LOCAL_RANK")
 # on cpu, the variables that say how many CUDA devices the program sees: checked before user code
 _CPU_DEVICE_VARS = ("CUDASHIM_CPU_DEVICES", "CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE")
+# read later, deep in the program (get_distributed_options()): a malformed value is refused now,
+# before user code, rather than from inside the program's first collective
+_READ_LATER = ("CUDASHIM_NCCL_NUM_SMS",)
 
 
 class _Active:
@@ -269,6 +272,9 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
             from .. import visibility
 
             undo.append(_undo_env(visibility.reconcile(name, notes=notes)))
+        for var in _READ_LATER:
+            if var in os.environ:
+                envs.get(var)
         undo.append(_undo_env(envs.apply_platform_env(name, notes=notes)))
         from ..config import target_modules
 

@@ -62,3 +62,9 @@ def test_visible_device_beyond_the_cpu_devices_is_refused(trust: Trust, tmp_path
     rc, out, err = _run(trust, tmp_path, CUDASHIM_CPU_DEVICES="2", CUDA_VISIBLE_DEVICES="0,5")
     assert rc == 2, out + err
     assert "CUDA_VISIBLE_DEVICES='0,5'" in err and "CUDASHIM_CPU_DEVICES" in err, err
+
+
+def test_a_variable_read_late_is_checked_before_user_code(trust: Trust, tmp_path: Path) -> None:
+    rc, out, err = _run(trust, tmp_path, CUDASHIM_NCCL_NUM_SMS="lots")
+    assert rc == 2, out + err
+    assert "USER CODE" not in out and "CUDASHIM_NCCL_NUM_SMS='lots'" in err, err
