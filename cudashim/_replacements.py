@@ -25,13 +25,21 @@ __all__ = ["locate", "missing", "import_replacement", "UNKNOWN"]
 UNKNOWN = "unknown"  # missing(): the source cannot tell; checked at first use
 
 
-def _find_top(top: str, folder: str | None) -> Any:
+def _beside(top: str, folder: str | None) -> Any:
+    """The spec of `top` in the config's folder: a module or a regular package, not a bare folder
+    (a namespace package there, e.g. a checkout named like the installed package, shadows nothing)."""
+    if not folder:
+        return None
     from importlib.machinery import PathFinder
 
-    if folder:
-        spec = PathFinder.find_spec(top, [folder])
-        if spec is not None:
-            return spec
+    spec = PathFinder.find_spec(top, [folder])
+    return spec if spec is not None and spec.origin is not None and spec.loader is not None else None
+
+
+def _find_top(top: str, folder: str | None) -> Any:
+    spec = _beside(top, folder)
+    if spec is not None:
+        return spec
     mod = sys.modules.get(top)
     if mod is not None:
         return getattr(mod, "__spec__", None)
@@ -153,17 +161,15 @@ def import_replacement(module: str, folder: str | None) -> Any:
     import importlib
 
     top = module.partition(".")[0]
-    if folder and top not in sys.modules:
-        from importlib.machinery import PathFinder
+    spec = _beside(top, folder) if top not in sys.modules else None
+    if spec is not None:
         from importlib.util import module_from_spec
 
-        spec = PathFinder.find_spec(top, [folder])
-        if spec is not None and spec.loader is not None:
-            mod = module_from_spec(spec)
-            sys.modules[top] = mod
-            try:
-                spec.loader.exec_module(mod)
-            except BaseException:
-                sys.modules.pop(top, None)
-                raise
+        mod = module_from_spec(spec)
+        sys.modules[top] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            sys.modules.pop(top, None)
+            raise
     return importlib.import_module(module)

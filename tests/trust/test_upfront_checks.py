@@ -113,3 +113,17 @@ def test_doctor_and_patches_say_which_config_applies_and_why(trust: Trust, tmp_p
         out = proc.stdout
         assert str(tmp_path / "cudashim.toml") in out, out
         assert "project root" in out and str(tmp_path) in out, out
+
+
+def test_a_bare_folder_beside_the_config_does_not_shadow_an_importable_package(trust: Trust, tmp_path: Path) -> None:
+    # a folder named like the replacement's package (a checkout, data) but without __init__.py
+    _project(tmp_path, '"mylib:f" = "realpkg.impl:f"\n')
+    (tmp_path / "realpkg").mkdir()
+    site = tmp_path / "site"
+    write(site / "realpkg" / "__init__.py", "")
+    write(site / "realpkg" / "impl.py", 'def f():\n    return "installed"\n')
+    env = trust.env(shim=False)
+    env["PYTHONPATH"] = f"{site}:{env['PYTHONPATH']}"
+    proc = trust.run(["app.py"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-1] == "installed"
