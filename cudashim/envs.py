@@ -37,7 +37,7 @@ __all__ = [
 # A small immutable record: what `@dataclass(frozen=True)` gives, without importing dataclasses
 # (which alone pulls in inspect, ast, dis and tokenize). It lives here rather than in a module of its
 # own because this is the first module on the bootstrap path that needs it (Var, EnvRule) and one
-# module fewer to import is ~0.1 ms of every shimmed start-up; cudashim._record re-exports it as Record.
+# module fewer to import is ~0.1 ms of every shimmed start-up; hardware.nvidia and config use it as Record.
 # A subclass names its fields in `__slots__` and optional defaults in `_defaults`; it gets
 # positional/keyword construction with dataclass-style TypeErrors, equality and hashing by value
 # (same class only), a dataclass-style repr, `_replace()`, and pickling/copying.

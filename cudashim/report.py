@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from . import _state
 
@@ -55,7 +55,6 @@ __all__ = [
     "enabled",
     "wrap",
     "record",
-    "record_patches",
     "entries",
     "report_path",
     "snapshot",
@@ -69,7 +68,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # api -> [treatment, calls, first call site or None]; a list so the hot path mutates in place
 _entries: dict[str, list[Any]] = {}
-_patches: list[dict[str, Any]] = []
 _enabled: bool | None = None  # None: not decided yet (decided at first use, from the environment)
 _path: str | None = None
 _atexit_registered = False
@@ -272,13 +270,6 @@ def _wrap_class(cls: type, e: list[Any]) -> type | None:
     return counted
 
 
-def record_patches(patches: Iterable[Mapping[str, Any]]) -> None:
-    """Replace the list of patches shown in the report (target, replacement, source, state)."""
-    if not enabled():
-        return
-    _patches[:] = [dict(p) for p in patches]
-
-
 def entries() -> dict[str, dict[str, Any]]:
     """What has been recorded so far: api -> {treatment, calls, first_call_site}."""
     return {api: {"treatment": t, "calls": n, "first_call_site": site} for api, (t, n, site) in sorted(_entries.items())}
@@ -320,11 +311,14 @@ def _pid_path(p: Path) -> str:
     return str(p.with_name(f"{p.stem}.pid{os.getpid()}{p.suffix}"))
 
 
+# The two lookups below read sys.modules on purpose: the report states what this process did, so a
+# platform never built or patches never loaded are reported as such, not resolved or loaded now; and
+# an import would make the report (which the alias layers import) depend on cudashim.patches.
 def _platform_name() -> str | None:
-    active = getattr(sys.modules.get("cudashim._bootstrap"), "_active", None)
-    if active is not None:
-        return active.platform
-    mod = sys.modules.get("cudashim.platform")
+    settled = getattr(sys.modules.get("cudashim.platform"), "settled", None)
+    if settled is not None and settled() is not None:  # the activation's platform, built or not
+        return settled()
+    mod = sys.modules.get("cudashim.platform.contract")
     try:
         if mod is not None:
             return mod.get_platform().name
@@ -334,14 +328,14 @@ def _platform_name() -> str | None:
 
 
 def _patch_status() -> list[dict[str, Any]]:
-    mod = sys.modules.get("cudashim.patches")
+    mod = sys.modules.get("cudashim.patches._patch")  # the registry: loaded once a patch was installed
     status = getattr(mod, "status", None) if mod is not None else None
     if status is not None:
         try:
             return [dict(p) for p in status()]
         except Exception:
             pass
-    return list(_patches)
+    return []
 
 
 def snapshot() -> dict[str, Any]:
@@ -475,7 +469,6 @@ def _reset() -> None:
         del os.environ[_OWNER]
     _set_owner = None
     _entries.clear()
-    _patches.clear()
     _enabled = None
     _path = None
     _written = None

@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import torch
 
-from ._core import Attn, unsupported
+from ._attn import Attn, unsupported
 from ._varlen import blocks_needed, gather_paged_packed, gather_paged_padded
 
 __all__ = ["attend", "fusion_attention_tnd"]

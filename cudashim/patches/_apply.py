@@ -12,10 +12,10 @@ resolves on its first call and then is gone.
 from __future__ import annotations
 
 import _thread
-import os
 import sys
 
-from ._patch import MISSING, Patch, PatchError
+from ..errors import PatchError
+from ._record import MISSING, Patch
 from ._standin import is_standin
 
 # imported when the first target module loads (patches.install() in the bootstrap does not need it);
@@ -174,7 +174,7 @@ def resolve(patch: Patch) -> Any:
         try:
             from .._replacements import import_replacement
 
-            repl_mod = import_replacement(mod_name, _config_folder(patch))
+            repl_mod = import_replacement(mod_name, patch.folder)
         except Exception as e:
             raise PatchError(
                 f"cudashim: cannot import the replacement for {patch.describe()}: {type(e).__name__}: {e}; "
@@ -204,17 +204,6 @@ def resolve(patch: Patch) -> Any:
                 _drop_property(module, patch.symbol)
             _trace(f"{patch.entry.target}: resolved to {patch.entry.replacement}")
     return patch.replacement
-
-
-def _config_folder(patch: Patch) -> str | None:
-    """The folder of the config a patch line came from: its replacement resolves there first."""
-    if patch.entry.source.startswith("built-in:"):
-        return None
-    from . import _patch
-
-    installed = _patch._installed_with
-    path = installed[0].path if installed is not None else None
-    return None if path is None else os.path.dirname(os.fspath(path))
 
 
 def _original_or_fail(patch: Patch) -> Any:

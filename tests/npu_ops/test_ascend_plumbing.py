@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from cudashim.errors import CapabilityError
-from cudashim.npu_ops import _dispatch
+from cudashim.platform import contract as _dispatch
 from cudashim.npu_ops.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache
 from cudashim.npu_ops.flash_attn_cute import _flash_attn_fwd
 

@@ -16,8 +16,9 @@ import sys
 from importlib import metadata
 from typing import Any, Callable, Mapping
 
-from . import capabilities, envs
-from .errors import CudashimError
+from .. import envs
+from ..errors import CudashimError
+from ..platform import capabilities
 
 __all__ = ["OPTIONAL_PACKAGES", "collect", "render_text", "main"]
 
@@ -42,15 +43,16 @@ def _attempt(problems: list[str], what: str, fn: Callable[[], Any], default: Any
 
 
 def _platform_section(env: Mapping[str, str], problems: list[str]) -> tuple[str, dict[str, Any]]:
-    from .config import explain_config, load_config
-    from .platform import PLATFORM_CLASSES, resolve_platform_name
+    from ..config import explain_config, load_config
+    from ..platform import resolve_platform_name
+    from ..platform.contract import PLATFORM_CLASSES
 
     config = _attempt(problems, "config", lambda: load_config(environ=env))
     config_why = _attempt(problems, "config", lambda: explain_config(environ=env)[1], "")
     resolved = _attempt(problems, "platform", lambda: resolve_platform_name(config, env))
     if resolved is None:
         # still report something useful: what the hardware alone says
-        from .hardware import accelerator_kind
+        from ..hardware import accelerator_kind
 
         root = env.get("CUDASHIM_SYSROOT") or None
         resolved = (accelerator_kind(root), "fell back to hardware detection because of a problem listed below")
@@ -75,8 +77,8 @@ def _platform_section(env: Mapping[str, str], problems: list[str]) -> tuple[str,
 
 
 def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
-    from . import hardware
-    from .platform import bf16_tflops_for, _first_device_name
+    from .. import hardware
+    from ..platform.contract import bf16_tflops_for, _first_device_name
 
     root = env.get("CUDASHIM_SYSROOT") or None
     detected = hardware.accelerator_kind(root)
@@ -93,7 +95,7 @@ def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
             for i, d in enumerate(hardware.discover_npu_devices(root))
         ]
     nodes = hardware.numa_cpus(root) or {}
-    from .hardware.cpu import format_cpu_list
+    from ..hardware.cpu import format_cpu_list
 
     out["numa_nodes"] = {str(n): format_cpu_list(cpus) for n, cpus in sorted(nodes.items())}
     if detected != "cpu":
@@ -105,7 +107,7 @@ def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
 
 
 def _visibility_section(env: Mapping[str, str], platform: str, problems: list[str]) -> dict[str, Any]:
-    from .hardware import ENV_NAMES, visible_device_ids
+    from ..hardware.visible import ENV_NAMES, visible_device_ids
 
     out: dict[str, Any] = {"reads": ENV_NAMES.get(platform), "variables": {}}
     for name in sorted(set(ENV_NAMES.values())):
@@ -182,6 +184,10 @@ def collect(with_torch: bool = False, environ: Mapping[str, str] | None = None) 
     report["capabilities"] = _capabilities_section(name)
     report["packages"] = {"cudashim": _version("cudashim"), **{d: _version(d) for d in OPTIONAL_PACKAGES}}
     report["torch"] = _torch_section() if with_torch else None
+    # what the shim did in doctor's own process (`cudashim run ... doctor`, PYTHONPATH): cudashim.status()
+    from .._bootstrap import status
+
+    report["this_process"] = status()
     report["problems"] = problems
     return report
 
@@ -232,6 +238,14 @@ def render_text(report: Mapping[str, Any]) -> str:
     if t:
         lines += ["", f"torch {t['version']}: cuda build {t['cuda_build']}, cuda available {t['cuda_available']}, "
                       f"{t['device_count']} device(s), npu available {t['npu_available']}"]
+    st = report.get("this_process")
+    if st is not None:
+        lines += ["", "the shim in this process (cudashim.status()):"]
+        if st["active"]:
+            lines.append(f"  active ({st['source']}) on {st['platform']}; import hook {st['hook']}")
+            lines.append(f"  config: {st['config'] or 'none'} ({st['config_reason']})")
+        else:
+            lines.append(f"  off: {st['why_off']}")
     if report["problems"]:
         lines += ["", "problems:"] + [f"  - {m}" for m in report["problems"]]
     return "\n".join(lines)

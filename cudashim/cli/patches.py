@@ -19,9 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import PLATFORMS, Config, explain_config, load_config
+from ..config import Config, explain_config, load_config
 from ..errors import CudashimError
-from . import ABSENT_ONLY
+from ..patches.packs import ABSENT_ONLY, check_config
+from ..platform import PLATFORMS
 
 __all__ = ["main", "rows"]
 
@@ -35,7 +36,7 @@ def _installed(top: str) -> bool:
 
 def rows(config: Config, platform: str) -> list[dict[str, Any]]:
     """Live status() when the hook is installed in this process, else the plan with expectations."""
-    from . import installed, plan, status
+    from ..patches import installed, plan, status
 
     if installed():
         return status()
@@ -54,7 +55,7 @@ def check(config: Config, platform: str) -> list[str]:
     import os
 
     from .._replacements import import_replacement
-    from ._apply import get_path
+    from ..patches._apply import get_path
 
     folder = os.path.dirname(os.fspath(config.path)) if config.path is not None else None
     problems = []
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = load_config(path=args.config)
+        check_config(config)
         found, config_why = explain_config(path=args.config)
         config_line = f"config: {found or 'none'} ({config_why})"
         if args.platform:
