@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from shimproc import make_pkg_dir
 
-from ._trust import REPO, Trust
+from ._trust import Trust
 
 
 @pytest.fixture(scope="session")
 def trust(tmp_path_factory: pytest.TempPathFactory) -> Trust:
-    pkg = tmp_path_factory.mktemp("pkg")
-    (pkg / "cudashim").symlink_to(REPO / "cudashim", target_is_directory=True)
-    return Trust(pkg, tmp_path_factory.mktemp("empty_sysroot"))
+    return Trust(make_pkg_dir(tmp_path_factory), tmp_path_factory.mktemp("empty_sysroot"))

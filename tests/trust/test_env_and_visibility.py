@@ -16,7 +16,7 @@ PROBE = ('print("USER CODE")\nimport torch\nprint(torch.cuda.is_available(), tor
 def _run(trust: Trust, tmp: Path, **env: str) -> "tuple[int, str, str]":
     (tmp / ".git").mkdir(exist_ok=True)
     write(tmp / "app.py", PROBE)
-    proc = trust.run(["--platform", "cpu", "app.py"], cwd=tmp, env=trust.env(shim=False, **env), timeout=60)
+    proc = trust.run(["--platform", "cpu", "app.py"], cwd=tmp, env=trust.env(**env), timeout=60)
     return proc.returncode, proc.stdout, proc.stderr
 
 

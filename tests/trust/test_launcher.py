@@ -21,7 +21,7 @@ def test_executable_beside_sys_executable_is_found_off_path(trust: Trust, tmp_pa
     # a venv used by its full path: its bin folder is not on PATH, yet its console scripts are its own
     venv_bin = Path(sys.executable).parent
     assert (venv_bin / "pip").exists()
-    env = trust.env(shim=False)
+    env = trust.env()
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p and Path(p).resolve() != venv_bin.resolve() and not (Path(p) / "pip").exists())
     proc = trust.run(["pip", "--version"], cwd=tmp_path, env=env, timeout=180)
@@ -37,7 +37,7 @@ def test_user_sitecustomize_runs_once_per_interpreter(trust: Trust, tmp_path: Pa
     log = tmp_path / "log"
     write(user / "sitecustomize.py", f"import os, sys\nopen({str(log)!r}, 'a').write(f'{{os.getpid()}} {{sys.orig_argv[1]}}\\n')\n")
     write(tmp_path / "app.py", "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'], check=True)\n")
-    env = trust.env(shim=False)
+    env = trust.env()
     env["PYTHONPATH"] = f"{user}{os.pathsep}{env['PYTHONPATH']}"
     proc = trust.run(["app.py"], cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr

@@ -22,7 +22,7 @@ def test_planted_symlink_at_the_temporary_is_not_followed(trust: Trust, tmp_path
     out = tmp_path / "r.json"
     write(tmp_path / "app.py", WAIT_STDIN)
     proc = subprocess.Popen([sys.executable, "-m", "cudashim", "run", "--report", str(out), "app.py"],
-                            cwd=tmp_path, env=trust.env(shim=False), stdin=subprocess.PIPE,
+                            cwd=tmp_path, env=trust.env(), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # the launcher execs the program: its pid is the program's; the old name was <report>.tmp<pid>
     (tmp_path / f"r.json.tmp{proc.pid}").symlink_to(victim)
@@ -42,7 +42,7 @@ def test_report_is_private_and_records_arguments_only_on_request(trust: Trust, t
     text = out.read_text()
     assert "s3cret" not in text
     assert json.loads(text)["argv"] == ["app.py"]  # the program, not its arguments
-    env = trust.env(shim=False, CUDASHIM_REPORT_ARGS="1")
+    env = trust.env(CUDASHIM_REPORT_ARGS="1")
     proc = trust.run(["--report", str(out), "app.py", "--token", "s3cret"], cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["argv"] == ["app.py", "--token", "s3cret"]
@@ -50,7 +50,7 @@ def test_report_is_private_and_records_arguments_only_on_request(trust: Trust, t
 
 def test_platform_is_filled_in(trust: Trust, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    proc = trust.python(["-c", "pass"], cwd=tmp_path, env=trust.env(CUDASHIM_REPORT=str(out)))
+    proc = trust.python(["-c", "pass"], cwd=tmp_path, env=trust.bare(CUDASHIM_REPORT=str(out)))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["platform"] == "cpu"
 
@@ -63,7 +63,7 @@ def test_fifty_processes_sharing_one_path_lose_no_report(trust: Trust, tmp_path:
     # each program says it is running (its bootstrap is done), then waits until all 50 are
     write(tmp_path / "app.py", f"import os, time\nopen(os.path.join({str(ready)!r}, str(os.getpid())), 'w').close()\n"
                                f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.01)\n")
-    env = trust.env(CUDASHIM_REPORT=str(out))
+    env = trust.bare(CUDASHIM_REPORT=str(out))
     procs = [subprocess.Popen([sys.executable, "app.py"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
              for _ in range(50)]
     deadline = time.time() + 240
@@ -108,7 +108,7 @@ def test_call_site_is_the_users_line_not_a_site_packages_helper(trust: Trust, tm
     write(site / "helperlib.py", "import torch\ndef sync():\n    torch.cuda.synchronize()\n")
     app = write(tmp_path / "app.py", "import helperlib\nhelperlib.sync()\n")
     out = tmp_path / "r.json"
-    env = trust.env(shim=False)
+    env = trust.env()
     env["PYTHONPATH"] = f"{site}{os.pathsep}{env['PYTHONPATH']}"
     proc = trust.run(["--platform", "cpu", "--report", str(out), "app.py"], cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr

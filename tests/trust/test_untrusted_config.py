@@ -65,14 +65,20 @@ def test_search_stops_at_a_pyproject_toml_without_the_table(trust: Trust, tmp_pa
     assert proc.stdout.strip() == "real", proc.stderr
 
 
-def test_a_script_elsewhere_does_not_take_the_working_directory_config(trust: Trust, tmp_path: Path) -> None:
-    here = tmp_path / "here"
-    write(here / "cudashim.toml", '[patches]\n"mylib:f" = "payload:f"\n')
+def _hostile_here_project_there(tmp: Path, config: str, app: str) -> "tuple[Path, Path]":
+    """A working directory holding a hostile config and payload; a git project elsewhere with app.py."""
+    here, there = tmp / "here", tmp / "there"
+    write(here / "cudashim.toml", config)
     write(here / "payload.py", PAYLOAD)
-    there = tmp_path / "there"
     (there / ".git").mkdir(parents=True)
     write(there / "mylib.py", 'def f():\n    return "real"\n')
-    write(there / "app.py", 'import mylib\nprint(mylib.f())\n')
+    write(there / "app.py", app)
+    return here, there
+
+
+def test_a_script_elsewhere_does_not_take_the_working_directory_config(trust: Trust, tmp_path: Path) -> None:
+    here, there = _hostile_here_project_there(tmp_path, '[patches]\n"mylib:f" = "payload:f"\n',
+                                              'import mylib\nprint(mylib.f())\n')
     proc = trust.python([str(there / "app.py")], cwd=here)
     assert "PAYLOAD RAN" not in proc.stdout + proc.stderr
     assert proc.stdout.strip() == "real", proc.stderr
@@ -103,19 +109,15 @@ def test_replacement_resolves_beside_the_config_for_a_script_elsewhere(trust: Tr
     app = tmp_path / "elsewhere"
     write(app / "mylib.py", 'def f():\n    return "real"\n')
     write(app / "app.py", 'import mylib\nprint(mylib.f())\n')
-    env = trust.env(shim=False, CUDASHIM_CONFIG=str(cfg))
+    env = trust.env(CUDASHIM_CONFIG=str(cfg))
     proc = trust.run([str(app / "app.py")], cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "adapted"
 
 
 def test_the_program_asking_for_its_platform_does_not_read_the_working_directory_config(trust: Trust, tmp_path: Path) -> None:
-    here = tmp_path / "here"
-    write(here / "cudashim.toml", 'platform = "ascend"\n[patches]\n"json:loads" = "payload:loads"\n')
-    write(here / "payload.py", PAYLOAD)
-    there = tmp_path / "there"
-    (there / ".git").mkdir(parents=True)
-    write(there / "app.py", "import cudashim\nprint(cudashim.get_platform().name)\n")
+    here, there = _hostile_here_project_there(tmp_path, 'platform = "ascend"\n[patches]\n"json:loads" = "payload:loads"\n',
+                                              "import cudashim\nprint(cudashim.get_platform().name)\n")
     proc = trust.python([str(there / "app.py")], cwd=here)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "cpu"

@@ -122,7 +122,7 @@ def test_a_bare_folder_beside_the_config_does_not_shadow_an_importable_package(t
     site = tmp_path / "site"
     write(site / "realpkg" / "__init__.py", "")
     write(site / "realpkg" / "impl.py", 'def f():\n    return "installed"\n')
-    env = trust.env(shim=False)
+    env = trust.env()
     env["PYTHONPATH"] = f"{site}:{env['PYTHONPATH']}"
     proc = trust.run(["app.py"], cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
