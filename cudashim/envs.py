@@ -186,6 +186,8 @@ _READ_ROWS: "dict[str, tuple[Callable[[str, str], object], object, str]]" = {
     "CUDASHIM_NCCL_NUM_SMS": (_int, 32, "NCCL min/max CTAs in get_distributed_options()"),
     "CUDASHIM_STRICT": (_bool, False, "set by `cudashim run`: bootstrap errors stop the process (exit 2)"),
     "CUDASHIM_SYSROOT": (_str, None, "root under which hardware probes read /dev, /sys, /proc (tests)"),
+    "CUDASHIM_SIMULATE": (_bool, False, "1 with CUDASHIM_PLATFORM=ascend: the simulated Ascend NPU; hardware "
+                          "discovery reads the packaged simulated host"),
     "CUDASHIM_DEBUG": (_bool, False, "trace what the shim does on stderr"),
     "CUDA_VISIBLE_DEVICES": (_str, None, "CUDA's visible devices"),
     "ASCEND_RT_VISIBLE_DEVICES": (_str, None, "CANN's visible devices"),

@@ -80,9 +80,11 @@ def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
     from .. import hardware
     from ..platform.contract import bf16_tflops_for, _first_device_name
 
-    root = env.get("CUDASHIM_SYSROOT") or None
+    simulated = hardware.simulated_root(env)
+    root = env.get("CUDASHIM_SYSROOT") or simulated
     detected = hardware.accelerator_kind(root)
-    out: dict[str, Any] = {"detected": detected, "root": root or "/", "devices": []}
+    out: dict[str, Any] = {"detected": detected, "root": root or "/", "devices": [],
+                           "simulated": simulated is not None and root == simulated}
     if detected == "nvidia":
         out["devices"] = [
             {"index": g.index, "name": g.name, "compute_capability": list(g.compute_capability)
@@ -175,6 +177,11 @@ def collect(with_torch: bool = False, environ: Mapping[str, str] | None = None) 
     env = dict(os.environ if environ is None else environ)
     problems: list[str] = []
     name, plat = _platform_section(env, problems)
+    plat["simulated"] = bool(_attempt(problems, "CUDASHIM_SIMULATE", lambda: envs.get("CUDASHIM_SIMULATE", env)))
+    if plat["simulated"] and name != "ascend":
+        problems.append(f"CUDASHIM_SIMULATE=1 simulates the Ascend NPU only; the platform is {name}: set "
+                        "CUDASHIM_PLATFORM=ascend or unset CUDASHIM_SIMULATE")
+        plat["simulated"] = False
     report: dict[str, Any] = {"platform": plat}
     report["hardware"] = _attempt(problems, "hardware", lambda: _devices_section(env, name), {
         "detected": None, "root": env.get("CUDASHIM_SYSROOT") or "/", "devices": [], "numa_nodes": {},
@@ -194,14 +201,16 @@ def collect(with_torch: bool = False, environ: Mapping[str, str] | None = None) 
 
 def render_text(report: Mapping[str, Any]) -> str:
     p, hw = report["platform"], report["hardware"]
-    lines = [f"platform: {p['name']} ({p['class']})", f"  why: {p['reason']}",
+    sim = " SIMULATED (CUDASHIM_SIMULATE=1: CPU implementations, no NPU)" if p.get("simulated") else ""
+    lines = [f"platform: {p['name']} ({p['class']}){sim}", f"  why: {p['reason']}",
              f"  kernels: {p['tilelang_ops_backend']}   collectives: {p['distributed_backend']}   "
              f"UE8M0 scales: {p['fp8_sf_type']} x{p['sf_pack_factor']}"]
     cfg = p["config"]
     lines.append(f"  config: {cfg['path'] or 'none found'}" + (f" ({cfg['patches']} patch entries)" if cfg["path"] else ""))
     if cfg.get("why"):
         lines.append(f"    why: {cfg['why']}")
-    lines += ["", f"hardware under {hw['root']}: {hw['detected']}, {len(hw['devices'])} device(s)"]
+    lines += ["", f"hardware under {hw['root']}: {hw['detected']}, {len(hw['devices'])} device(s)"
+              + (" of the simulated Ascend host (not a real NPU)" if hw.get("simulated") else "")]
     for d in hw["devices"]:
         what = d.get("name") or d.get("entry")
         cc = f" cc {d['compute_capability'][0]}.{d['compute_capability'][1]}" if d.get("compute_capability") else ""

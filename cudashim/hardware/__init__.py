@@ -1,7 +1,8 @@
 """Hardware discovery without torch and without a device context.
 
-Everything reads under an injectable root (argument, else $CUDASHIM_SYSROOT, else '/'; see
-device.py), so tests and `cudashim doctor` can point it at a fake tree. Importing this package
+Everything reads under an injectable root (argument, else $CUDASHIM_SYSROOT, else the packaged simulated
+Ascend host when CUDASHIM_SIMULATE=1 with platform ascend, else '/'; see device.py), so tests and
+`cudashim doctor` can point it at a fake tree. Importing this package
 imports neither torch nor pynvml (NVML is loaded inside nvidia.query_nvml only).
 
 - accelerator_kind(root=None) -> 'ascend' | 'nvidia' | 'cpu' (Ascend first; cached per root,
@@ -21,7 +22,15 @@ submodules: the vendor modules and cpu.py's parsers.
 import sys
 
 from .. import _state
-from ._fs import ascend_node_listed, join, list_dir, nvidia_node_listed, resolve_root
+from ._fs import (
+    SIMULATED_ASCEND_ROOT,
+    ascend_node_listed,
+    join,
+    list_dir,
+    nvidia_node_listed,
+    resolve_root,
+    simulated_root,
+)
 
 # on the start-up path of every shimmed process: no typing and no `from __future__ import
 # annotations` (each one more import); annotations naming typing's names are strings, and Kind is
@@ -39,6 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "KINDS",
+    "SIMULATED_ASCEND_ROOT",
+    "simulated_root",
     "Kind",
     "HardwareError",
     "GpuDevice",

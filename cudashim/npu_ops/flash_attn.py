@@ -8,7 +8,8 @@ KV-cache call, in-place append of new k/v at `cache_seqlens`, rotary on q/k in t
 
 Verification: cpu path L3 (CI, against a float64 reference); CUDA path L3 on an H200 by
 tests/device/test_npu_ops_gpu.py; ascend path L0 (built against torch-npu 2.13.0's operator docs,
-its argument plumbing checked against a recording stand-in of torch_npu — never run on an NPU here).
+its argument plumbing checked against a recording stand-in of torch_npu and its results against the
+float64 oracle with CPU implementations of the documented operators standing in — never run on an NPU here).
 """
 
 from __future__ import annotations

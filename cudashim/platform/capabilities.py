@@ -165,7 +165,9 @@ TABLE: tuple[Capability, ...] = (
     _cap("flash_attention", "flash attention", "flash_attn",
          nvidia=Entry(N, RAISE_CALL, "L3", "flash_attn when installed; a portable stand-in when it is not (cudashim.npu_ops "
                "on PyTorch's flash kernel and Triton paged kernels, checked on an H200)"),
-         ascend=Entry(E, RAISE_CALL, "L0", "cudashim.npu_ops.flash_attn on torch_npu fused attention"),
+         ascend=Entry(E, RAISE_CALL, "L0", "cudashim.npu_ops.flash_attn on torch_npu fused attention; the flash-attn "
+               "-> NPU mapping checked numerically against CPU implementations of the documented operators "
+               "(cudashim.emulated.npu.ops), not run on an NPU nor end to end on the simulated one"),
          cpu=Entry(E, RAISE_CALL, "L3", "cudashim.npu_ops.flash_attn's torch path stands in for flash_attn "
                "(tests/npu_ops checks it against a float64 oracle in CI)")),
     _cap("tilelang_kernels", "TileLang kernels", "tilelang kernel library",

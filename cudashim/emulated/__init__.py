@@ -1,0 +1,1 @@
+"""Python side of the emulated devices (DESIGN.md §4): the cuda device on the CPU, the simulated Ascend NPU."""
