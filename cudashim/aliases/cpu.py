@@ -39,6 +39,7 @@ from . import _cpu_compile, _cpu_device, _cpu_limits, _cpu_memory, _cpu_streams,
 from ._common import (
     Bindings,
     DeviceRewriter,
+    cuda_device_given,
     discover_factories,
     when_imported,
     wrap_factory,
@@ -120,7 +121,10 @@ def install() -> None:
             raise
         return
 
-    rw = DeviceRewriter(torch, "cpu", keep_index=False)
+    none = _cpu_device.cpu_device_count() == 0
+    rw = DeviceRewriter(torch, "cpu", keep_index=False, refuse=(
+        "No CUDA GPUs are available (cpu platform: CUDA_VISIBLE_DEVICES hides every emulated device, "
+        "or CUDASHIM_CPU_DEVICES=0); unset it or name a device, e.g. CUDA_VISIBLE_DEVICES=0") if none else None)
     _rewrite = rw
     try:
         _install(torch, rw)
@@ -154,7 +158,8 @@ def _install(torch: Any, rw: DeviceRewriter) -> None:
     for ns, name in discover_factories(torch):
         fn = getattr(ns, name)
         b.bind(ns, name, wrap_factory(fn, rw, positional=_POSITIONAL_DEVICE.get(name)),
-               f"{ns.__name__}.{name}(device='cuda')", "aliased")
+               f"{ns.__name__}.{name}(device='cuda')", "aliased",
+               when=cuda_device_given(rw, _POSITIONAL_DEVICE.get(name)))
     _bind_tensor(torch, rw, dm)
     _bind_module(torch, rw, dm)
     _cpu_torch.bind(_bindings, torch, rw)
@@ -223,7 +228,8 @@ def _bind_tensor(torch: Any, rw: DeviceRewriter, dm: _cpu_device.DeviceModule) -
            "Tensor.is_cuda", "aliased")
     for name in (n for n in _TENSOR_METHODS if n.startswith("new_")):
         if hasattr(T, name):
-            b.bind(T, name, wrap_factory(getattr(T, name), rw), f"Tensor.{name}", "aliased")
+            b.bind(T, name, wrap_factory(getattr(T, name), rw), f"Tensor.{name}", "aliased",
+                   when=cuda_device_given(rw))
 
     def storage_cuda(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
         return self
