@@ -72,6 +72,7 @@ def _install_device(torch: Any) -> Any:
     """cuda:N tensors of the emulated device (cudashim.emulated): no argument is rewritten."""
     from .. import emulated
 
+    real_is_available = torch.cuda.is_available  # library probes see the truth (DESIGN.md section 5)
     dm = emulated.install(_bindings, when_imported=when_imported, alias_class=_cpu_torch.alias_class,
                           properties=_cpu_device.host_properties, mem_get_info=_cpu_memory.mem_get_info)
     dm.core.set_device_count(_cpu_device.cpu_device_count())
@@ -80,7 +81,7 @@ def _install_device(torch: Any) -> Any:
     # NCCL is Gloo; the core hands Gloo CPU views of cuda tensors (emulated.distributed)
     bind_distributed(_bindings, torch, {"nccl": "gloo"}, device_id=lambda d: None, device_ids=lambda ids: None,
                      device_type=lambda t: t, is_active=installed)
-    probes.install("cpu", torch.cuda.is_available)
+    probes.install("cpu", real_is_available)
     subs = [m for n, m in list(sys.modules.items()) if n.startswith("torch.cuda.") and m is not None]
     for name, value in _cpu_limits.LIMIT_TABLE.items():
         _bind_cuda(torch, name, value, "unsupported", subs)
