@@ -68,11 +68,13 @@ def load(dispatch_key: str = "CUDA", verbose: bool = False) -> ModuleType:
         raise EmulatedBuildError(f"the emulated device's sources are missing ({_CSRC}); reinstall cudashim "
                                  "from its repository (`bash scripts/install`)")
     name = f"cudashim_{dispatch_key.lower()}"
-    # one build folder per torch version and key, so a source change recompiles only what changed;
-    # the finished library is kept under its sources' hash
-    so = build_dir() / f"{name}-{_key(torch.__version__, dispatch_key)}.so"
+    # one build folder per sources' hash (torch version and key included): two checkouts or two
+    # versions of the sources building at once never link each other's objects into a library
+    # cached under the wrong hash
+    key = _key(torch.__version__, dispatch_key)
+    so = build_dir() / f"{name}-{key}.so"
     if not so.exists():
-        where = build_dir() / f"build-{name}-torch{torch.__version__}"
+        where = build_dir() / f"build-{name}-{key}"
         mod = _compile(name, where, dispatch_key, verbose)  # built and loaded: never load it twice
         tmp = so.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(where / f"{name}.so", tmp)

@@ -20,3 +20,30 @@ def test_unbuildable_core_stops_activation(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "ran without its device" not in proc.stdout
     last = proc.stderr.strip().splitlines()[-1]
     assert "EmulatedBuildError" in last and "CUDASHIM_BUILD_DIR" in last and "python -m cudashim.emulated" in last
+
+
+def test_different_sources_never_share_a_build_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two checkouts (or two versions of csrc/) building at once must not link each other's objects
+    into a library cached under the wrong hash: each set of sources gets its own build folder."""
+    pytest.importorskip("torch")
+    from cudashim.emulated import _build
+
+    folders: list[Path] = []
+
+    def fake_compile(name: str, where: Path, key: str, verbose: bool) -> object:
+        folders.append(where)
+        (where).mkdir(parents=True, exist_ok=True)
+        (where / f"{name}.so").write_bytes(b"")
+        return object()
+
+    monkeypatch.setenv("CUDASHIM_BUILD_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_build, "_compile", fake_compile)
+    for version in ("a", "b"):
+        csrc = tmp_path / version
+        csrc.mkdir()
+        for name in _build.SOURCES + _build._HEADERS:
+            (csrc / name).write_text(f"// {version} {name}\n")
+        monkeypatch.setattr(_build, "_CSRC", csrc)
+        monkeypatch.setattr(_build, "_loaded", {})
+        _build.load("CUDA")
+    assert len(folders) == 2 and folders[0] != folders[1]
