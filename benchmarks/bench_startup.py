@@ -157,7 +157,7 @@ def _pass_section(py: str, pkg: Path, rounds: int, label: str, against: Path | N
 # the bootstrap's imports, in the order it reaches them, then the work itself (tests/subprocess/
 # test_startup_imports.py checks which modules these pull in; the patch registry is not among them:
 # the hook is armed at start-up and loads when torch or a patch target is first looked up)
-_STEPS = ["cudashim", "cudashim.envs", "cudashim._bootstrap", "cudashim._state", "cudashim.platform",
+_STEPS = ["cudashim", "cudashim.envs", "cudashim._bootstrap", "cudashim.platform",
           "cudashim.config", "cudashim.importhook", "cudashim.patches.packs", "cudashim.hardware"]
 _BREAKDOWN = """
 import importlib, sys, time

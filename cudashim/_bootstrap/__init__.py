@@ -172,9 +172,6 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
     This runs before user code in every shimmed interpreter, so it imports only what the steps need
     (no functools, pathlib, typing); tests/subprocess/test_startup_imports.py holds it to that.
     """
-    from .. import _state
-
-    _state.on_reset(_reset)  # here, not at import: a start-up under CUDASHIM_DISABLE=1 stays without it
     undo: list[Callable[[], None]] = []
     notes: list[str] = []
     try:
@@ -423,6 +420,7 @@ def status() -> "dict[str, Any]":
 
 
 def _reset() -> None:
+    """cudashim._state.reset() calls this (named in its _START_UP: the bootstrap does not import the registry)."""
     global _bootstrap_runs, _chained, _off_reason
     deactivate()
     _bootstrap_runs = 0

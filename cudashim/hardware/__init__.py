@@ -6,7 +6,7 @@ Ascend host when CUDASHIM_SIMULATE=1 with platform ascend, else '/'; see device.
 imports neither torch nor pynvml (NVML is loaded inside nvidia.query_nvml only).
 
 - accelerator_kind(root=None) -> 'ascend' | 'nvidia' | 'cpu' (Ascend first; cached per root,
-  cleared by cudashim._state.reset())
+  cleared by cudashim._state.reset(), which names this package)
 - device_count(kind=None, root=None)
 - discover_gpus(root=None, nvml=None) -> [GpuDevice]; query_nvml()
 - discover_npu_devices(root=None) -> [NpuDevice(entry, physical_id, numa_node)]; npu_numa_node(index)
@@ -21,7 +21,6 @@ submodules: the vendor modules and cpu.py's parsers.
 
 import sys
 
-from .. import _state
 from ._fs import (
     SIMULATED_ASCEND_ROOT,
     ascend_node_listed,
@@ -104,8 +103,9 @@ KINDS: tuple[str, ...] = ("ascend", "nvidia", "cpu")
 _kind_cache: "dict[str, Kind]" = {}
 
 
-@_state.on_reset
-def _clear() -> None:
+def _reset() -> None:
+    """Forget the detected kinds: cudashim._state.reset() calls this (named in its _START_UP, so that
+    detection, on every shimmed start-up, does not import the registry)."""
     _kind_cache.clear()
 
 

@@ -79,8 +79,18 @@ def test_bootstrap_imports_nothing_heavy(shim, case):
     assert st["hook"] == "armed", st
     # no config file: its reader (tomllib, in HEAVY) stays out; detection needs the hardware package alone
     assert "cudashim.hardware.device" not in got["new"]
-    # the one import hook, the platform names and the reset registry are what activation adds
-    assert {"cudashim.importhook", "cudashim.platform", "cudashim._state"} <= set(got["new"]), got["new"]
+    # the one import hook and the platform names are what activation adds; the reset registry is not
+    # (it names the start-up modules instead: tests/unit/test_state.py)
+    assert {"cudashim.importhook", "cudashim.platform"} <= set(got["new"]), got["new"]
+    assert "cudashim._state" not in got["new"]
+    # exactly these of the shim: detection (the hardware package) only where no override names the
+    # platform, visibility only on ascend
+    expected = set(_START_UP)
+    if case in ("nvidia", "ascend"):
+        expected -= {"cudashim.hardware", "cudashim.hardware._fs"}
+    if case == "ascend":
+        expected.add("cudashim.visibility")
+    assert sorted(m for m in got["new"] if m.startswith("cudashim")) == sorted(expected), got["new"]
     assert "cudashim.platform.contract" not in got["new"]
     assert sorted(set(got["new"]) & set(HEAVY)) == []
     # off ascend, with no rank variables set, visibility has nothing to settle: not even imported
@@ -95,6 +105,11 @@ def test_bootstrap_imports_nothing_heavy(shim, case):
 
 
 _VENDORS = ("cudashim.hardware.ascend", "cudashim.hardware.nvidia")
+# what a shimmed start-up that finds no config file loads of cudashim; the import hook's spec lookup
+# and loader wrapper (cudashim.importhook._spec) wait for the first lookup of a watched module
+_START_UP = ("cudashim", "cudashim._bootstrap", "cudashim.envs", "cudashim.config", "cudashim.platform",
+             "cudashim.hardware", "cudashim.hardware._fs", "cudashim.importhook", "cudashim.patches",
+             "cudashim.patches.packs")
 _TREES = Path(__file__).resolve().parents[1] / "fixtures" / "trees"
 
 
@@ -161,6 +176,7 @@ def test_first_target_lookup_sets_the_patches_up(shim):
     installed here) comes back as the stand-in, and the registry has loaded."""
     got = _probe(shim, shim.env(), extra="flash_attn")
     assert "cudashim.patches._patch" in got["extra"] and "cudashim.patches._standin" in got["extra"]
+    assert "cudashim.importhook._spec" in got["extra"]
 
 
 def test_probe_sees_heavy_imports(shim):

@@ -296,6 +296,7 @@ def _fake_hardware(monkeypatch, kind: str) -> list:
     calls: list = []
     mod = types.ModuleType("cudashim.hardware")
     mod.accelerator_kind = lambda root=None: calls.append(root) or kind
+    mod._reset = lambda: None  # cudashim._state.reset() calls the loaded hardware package's _reset
     monkeypatch.setitem(sys.modules, "cudashim.hardware", mod)
     return calls
 

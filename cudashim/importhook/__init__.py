@@ -14,6 +14,8 @@ one dict lookup for modules nobody watches, and for a watched module asks the fi
 the real spec, then wraps the loader so that callbacks run right after the module's code has run
 (still under the module's import lock, so no other thread sees the module unpatched).
 When no finder knows a watched module and a stand-in factory is registered, the factory's spec wins.
+That work (cudashim.importhook._spec) loads on the first lookup of a really watched name: every
+shimmed start-up loads this module, with armed names only, and pays for no more of it than that.
 """
 
 import _thread
@@ -114,80 +116,19 @@ class _Finder:
             return None
         busy.add(fullname)
         try:
-            spec = self._find_behind(fullname, path, target)
+            # the spec lookup and the loader wrapper load here, on the first lookup of a really watched
+            # name: a start-up has only armed names, answered above
+            from ._spec import resolve
+
+            return resolve(self, fullname, path, target, watch, fire)
         finally:
             busy.discard(fullname)
-        if spec is None and watch.standin is not None:
-            spec = watch.standin(fullname)
-        if spec is None:
-            return None
-        if spec.loader is None and spec.submodule_search_locations is not None:
-            spec.loader = _namespace_loader(spec)  # what importlib would fill in, made explicit to wrap it
-        if not (watch.always or watch.once):  # a parent watched only to be stood in: real, leave it be
-            return spec
-        if spec.loader is not None and hasattr(spec.loader, "exec_module") and not isinstance(spec.loader, _Loader):
-            spec.loader = _Loader(spec.loader, fullname)
-        return spec
-
-    def _find_behind(self, fullname: str, path: "Any", target: "Any") -> "ModuleSpec | None":
-        finders = list(sys.meta_path)
-        try:
-            finders = finders[finders.index(self) + 1 :]
-        except ValueError:  # called while not on meta_path (e.g. a copy of it): ask everyone else
-            finders = [f for f in finders if f is not self]
-        for finder in finders:
-            find = getattr(finder, "find_spec", None)
-            if find is None:
-                continue
-            spec = find(fullname, path, target)
-            if spec is not None:
-                return spec
-        return None
 
     def invalidate_caches(self) -> None:
         pass
 
     def __repr__(self) -> str:
         return "<cudashim import hook>"
-
-
-def _namespace_loader(spec: "ModuleSpec") -> "Any":
-    import importlib.machinery as machinery
-
-    cls = getattr(machinery, "NamespaceLoader", None)
-    if cls is None:  # Python 3.10
-        from importlib import _bootstrap_external  # type: ignore[attr-defined]
-
-        cls = _bootstrap_external._NamespaceLoader
-    loader = cls.__new__(cls)
-    loader._path = spec.submodule_search_locations  # as importlib._bootstrap._init_module_attrs does
-    return loader
-
-
-class _Loader:
-    """Delegates to the real loader; after exec_module runs the callbacks watching the module."""
-
-    def __init__(self, loader: "Any", name: str) -> None:
-        self._loader = loader
-        self._name = name
-
-    def __getattr__(self, attr: str) -> "Any":  # get_data, get_filename, is_package, get_source...
-        return getattr(self._loader, attr)
-
-    def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
-        create = getattr(self._loader, "create_module", None)
-        return create(spec) if create is not None else None
-
-    def exec_module(self, module: "ModuleType") -> None:
-        # the module's own code (and anyone inspecting it later) sees the real loader, not us
-        spec = getattr(module, "__spec__", None)
-        if spec is not None and spec.loader is self:
-            spec.loader = self._loader
-        if getattr(module, "__loader__", None) is self:
-            module.__loader__ = self._loader
-        self._loader.exec_module(module)
-        # a module may replace itself in sys.modules while running (lazy-module pattern)
-        fire(self._name, sys.modules.get(self._name, module))
 
 
 FINDER = _Finder()
