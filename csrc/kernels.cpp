@@ -43,6 +43,10 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 bool on_device(const at::Tensor& t) { return t.device().type() == kType; }
 
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (C10_UNLIKELY(capturing())) {  // CUDA graph capture (graph.cpp): recorded, run at replay
+    capture_copy(self, src, non_blocking);
+    return self;
+  }
   const bool d2h = !on_device(self) && on_device(src);
   const bool h2d = on_device(self) && !on_device(src);
   // what CUDA synchronizes on: every device->host copy into pageable memory, and blocking copies

@@ -8,6 +8,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/DispatchKey.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #ifndef CUDASHIM_KEY
 #define CUDASHIM_KEY CUDA
@@ -59,5 +60,14 @@ void register_hooks();
 
 // generator.cpp
 const at::Generator& default_generator(c10::DeviceIndex index);
+
+// graph.cpp: CUDA graph capture (issue 18)
+bool capturing();         // this thread records the calls reaching the device key
+bool capture_underway();  // a capture is open on this thread (also while a recorded call runs)
+void capture_refuse(const char* what);  // CUDA's capture error when a capture is open, else nothing
+// record the call on the stack (run it when CUDA would have to); true: the stack holds its returns
+bool capture_boxed(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
+void capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocking);
+void register_generator(const at::Generator& g);
 
 }  // namespace cudashim

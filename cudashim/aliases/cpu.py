@@ -74,10 +74,7 @@ def _install_device(torch: Any) -> Any:
     dm = emulated.install(_bindings)
     dm.core.set_device_count(_cpu_device.cpu_device_count())
     probes.install("cpu", torch.cuda.is_available)
-    subs = [m for n, m in list(sys.modules.items()) if n.startswith("torch.cuda.") and m is not None]
-    for name, value in _cpu_limits.LIMIT_TABLE.items():
-        _bind_cuda(torch, name, value, "unsupported", subs)
-    _bind_lazy_limits()
+    _bind_lazy_limits()  # CUDA graphs are the device's own (emulated.graphs): no LIMIT_TABLE here
     return dm
 
 

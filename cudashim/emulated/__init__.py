@@ -34,7 +34,7 @@ def install(bindings: Any) -> Any:
     import torch
 
     from ..aliases import _cpu_device, _cpu_streams
-    from . import accelerator, compile
+    from . import accelerator, compile, graphs
     from .cuda import DeviceModule
 
     mod = load("CUDA")
@@ -66,6 +66,7 @@ def install(bindings: Any) -> Any:
         if hasattr(torch.accelerator, name):
             bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
     compile.bind(bindings, installed)
+    graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
     return dm
 
 
