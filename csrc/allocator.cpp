@@ -32,35 +32,51 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   }
 }
 
-struct Block {  // the DataPtr's context: what to account when the memory is freed
-  void* ptr;
+// Every block carries a header just below its data: the DataPtr's context is the data pointer
+// itself, as raw_allocate()/raw_deallocate() require (CPU kernels use them for scratch memory), and
+// the deleter still knows the size and device to account. device < 0: plain host memory.
+constexpr size_t kHeader = 64;  // keeps the data 64-byte aligned
+struct Header {
   int64_t size;
-  c10::DeviceIndex device;
+  int64_t device;
 };
 
-void release(void* ctx) {
-  auto* b = static_cast<Block*>(ctx);
-  auto& s = g_stats[b->device];
-  s.allocated.fetch_sub(b->size);
-  s.allocations.fetch_sub(1);
-  s.freed_total.fetch_add(b->size);
-  s.num_free.fetch_add(1);
-  c10::free_cpu(b->ptr);
-  delete b;
+Header* header_of(void* data) { return reinterpret_cast<Header*>(static_cast<char*>(data) - kHeader); }
+
+void release(void* data) {
+  if (data == nullptr) return;
+  Header* h = header_of(data);
+  if (h->device >= 0) {
+    auto& s = g_stats[h->device];
+    s.allocated.fetch_sub(h->size);
+    s.allocations.fetch_sub(1);
+    s.freed_total.fetch_add(h->size);
+    s.num_free.fetch_add(1);
+  }
+  c10::free_cpu(h);
 }
 
-// Device memory; `as` is the device the DataPtr reports (the device itself, or CPU while a CPU
-// kernel fills it for the device: see CaptureAllocations).
+void* allocate_raw(c10::DeviceIndex index, size_t n) {
+  const int64_t size = index >= 0 ? static_cast<int64_t>((n + kRound - 1) / kRound * kRound) : static_cast<int64_t>(n);
+  auto* h = static_cast<Header*>(c10::alloc_cpu(static_cast<size_t>(size) + kHeader));
+  h->size = size;
+  h->device = index;
+  if (index >= 0) {
+    auto& s = g_stats[index];
+    raise_peak(s.allocated_peak, s.allocated.fetch_add(size) + size);
+    raise_peak(s.allocations_peak, s.allocations.fetch_add(1) + 1);
+    s.allocated_total.fetch_add(size);
+    s.num_alloc.fetch_add(1);
+  }
+  return reinterpret_cast<char*>(h) + kHeader;
+}
+
+// Device memory (index >= 0) or host memory (index < 0); `as` is the device the DataPtr reports
+// (the device itself, or CPU while a CPU kernel fills it for the device: see CaptureAllocations).
 c10::DataPtr allocate_on(c10::DeviceIndex index, size_t n, c10::Device as) {
-  if (n == 0) return c10::DataPtr(nullptr, as);
-  const int64_t size = static_cast<int64_t>((n + kRound - 1) / kRound * kRound);
-  void* p = c10::alloc_cpu(static_cast<size_t>(size));
-  auto& s = g_stats[index];
-  raise_peak(s.allocated_peak, s.allocated.fetch_add(size) + size);
-  raise_peak(s.allocations_peak, s.allocations.fetch_add(1) + 1);
-  s.allocated_total.fetch_add(size);
-  s.num_alloc.fetch_add(1);
-  return c10::DataPtr(p, new Block{p, size, index}, &release, as);
+  if (n == 0) return c10::DataPtr(nullptr, nullptr, &release, as);
+  void* p = allocate_raw(index, n);
+  return c10::DataPtr(p, p, &release, as);
 }
 
 struct DeviceAllocator final : c10::Allocator {
@@ -69,7 +85,7 @@ struct DeviceAllocator final : c10::Allocator {
     const auto i = check_index(index);
     return allocate_on(i, n, c10::Device(kType, i));
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
 };
 
@@ -112,16 +128,15 @@ struct PinnedAllocator final : c10::Allocator {
 };
 PinnedAllocator g_pinned_allocator;
 
-// The CPU allocator, wrapped: inside the fallback (CaptureAllocations) it hands out device memory.
+// The CPU allocator: host memory with the same header, so that inside the fallback
+// (CaptureAllocations) a CPU kernel's allocations can be device memory and be freed by the same
+// deleter as any other (raw_deleter() must be one function).
 thread_local c10::DeviceIndex t_capture = -1;
-c10::Allocator* g_cpu_allocator = nullptr;
+bool g_cpu_installed = false;
 
 struct CpuAllocator final : c10::Allocator {
-  c10::DataPtr allocate(size_t n) override {
-    if (t_capture < 0) return g_cpu_allocator->allocate(n);
-    return allocate_on(t_capture, n, c10::Device(c10::kCPU));
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DataPtr allocate(size_t n) override { return allocate_on(t_capture, n, c10::Device(c10::kCPU)); }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
 };
 CpuAllocator g_wrapped_cpu;
@@ -165,11 +180,13 @@ int64_t pinned_bytes() { return g_pinned_bytes; }
 CaptureAllocations::CaptureAllocations(c10::DeviceIndex index) : previous(t_capture) { t_capture = index; }
 CaptureAllocations::~CaptureAllocations() { t_capture = previous; }
 
-bool owns_device_memory(const c10::DataPtr& p) { return p.get_deleter() == &release; }
+bool owns_device_memory(const c10::DataPtr& p) {
+  return p.get_deleter() == &release && p.get() != nullptr && header_of(p.get())->device >= 0;
+}
 
 void install_cpu_allocator() {
-  if (g_cpu_allocator != nullptr) return;
-  g_cpu_allocator = c10::GetCPUAllocator();
+  if (g_cpu_installed) return;
+  g_cpu_installed = true;
   c10::SetCPUAllocator(&g_wrapped_cpu, /*priority=*/1);
   c10::SetAllocator(kType, device_allocator(-1), /*priority=*/1);
 }

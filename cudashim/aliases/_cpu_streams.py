@@ -25,15 +25,6 @@ __all__ = [
 ]
 
 _ids = itertools.count(1)
-# "cpu" under the alias layer; the emulated device (cudashim.emulated) makes it "cuda" with an
-# index function, so a stream says which device it belongs to as CUDA's do
-_device_type = "cpu"
-_current_index: Any = None
-
-
-def use_device(device_type: str, current_index: Any) -> None:
-    global _device_type, _current_index
-    _device_type, _current_index = device_type, current_index
 
 
 class _Local(threading.local):
@@ -49,11 +40,8 @@ class Stream:
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         self.stream_id = next(_ids)
         self.priority = priority
-        self.device_index = 0 if _current_index is None else _index(device)
-
-    @property
-    def device_type(self) -> str:
-        return _device_type
+        self.device_index = 0
+        self.device_type = "cpu"
 
     @property
     def cuda_stream(self) -> int:  # engines pass it to kernels / use it as a key
@@ -63,7 +51,7 @@ class Stream:
     def device(self) -> Any:
         import torch
 
-        return torch.device("cpu") if _device_type == "cpu" else torch.device(_device_type, self.device_index)
+        return torch.device("cpu")
 
     def query(self) -> bool:
         return True
@@ -97,7 +85,7 @@ class Stream:
         return hash(("cudashim.Stream", self.stream_id))
 
     def __repr__(self) -> str:
-        return f"<torch.cuda.Stream device={self.device} cuda_stream={self.stream_id:#x} (cudashim)>"
+        return f"<torch.cuda.Stream device=cpu cuda_stream={self.stream_id:#x} (cudashim)>"
 
 
 class _DefaultStream(Stream):
@@ -159,17 +147,6 @@ class Event:
         return f"<torch.cuda.Event timing={self.enable_timing} recorded={self._t is not None} (cudashim)>"
 
 
-def _index(device: Any) -> int:
-    if device is None:
-        return _current_index()
-    if isinstance(device, int):
-        return device
-    import torch
-
-    d = torch.device(device)
-    return _current_index() if d.index is None else d.index
-
-
 def current_stream(device: Any = None) -> Stream:
     return _local.stream or _DEFAULT
 
@@ -208,4 +185,3 @@ def stream(stream: Any) -> StreamContext:
 
 def _reset() -> None:
     _local.__dict__.clear()
-    use_device("cpu", None)

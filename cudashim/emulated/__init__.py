@@ -33,8 +33,8 @@ def install(bindings: Any) -> Any:
     """Make torch.cuda / torch.accelerator the device module of the emulated device; returns it."""
     import torch
 
-    from ..aliases import _cpu_device, _cpu_streams
-    from . import accelerator, compile, graphs
+    from ..aliases import _cpu_device
+    from . import accelerator, compile, distributed, graphs, streams
     from .cuda import DeviceModule
 
     mod = load("CUDA")
@@ -53,10 +53,8 @@ def install(bindings: Any) -> Any:
 
     for name, value in dm.table().items():
         bind(name, value)
-    _cpu_streams.use_device("cuda", mod.current_device)
-    for name in ("Stream", "ExternalStream", "Event", "StreamContext", "stream", "current_stream",
-                 "default_stream", "set_stream"):
-        bind(name, getattr(_cpu_streams, name))
+    for name, value in streams.table(torch, dm.index).items():
+        bind(name, value)
     for name, value in _cpu_device.nvtx_table().items():
         bindings.bind(cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
     # torch.cuda's own seeding and lazy-init code runs unchanged once the device counts as initialized
@@ -66,6 +64,7 @@ def install(bindings: Any) -> Any:
         if hasattr(torch.accelerator, name):
             bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
     compile.bind(bindings, installed)
+    distributed.bind(bindings, torch, mod, installed)
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
     return dm
 

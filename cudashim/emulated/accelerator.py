@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..aliases import _cpu_streams
+from .cuda import distinct
 
 __all__ = ["table"]
 
@@ -36,7 +36,7 @@ def table(torch: Any, dm: Any) -> dict[str, Any]:
             return False
 
     mem = dm.memory
-    return {
+    table = {
         "is_available": dm.is_available,
         "current_accelerator": current_accelerator,
         "device_count": dm.device_count,
@@ -46,8 +46,6 @@ def table(torch: Any, dm: Any) -> dict[str, Any]:
         "set_device_idx": dm.set_device,
         "device_index": device_index,
         "synchronize": dm.synchronize,
-        "current_stream": _cpu_streams.current_stream,
-        "set_stream": _cpu_streams.set_stream,
         "get_device_capability": lambda device=None: {"major": 8, "minor": 0},
         "empty_cache": mem.empty_cache,
         "empty_host_cache": lambda: None,
@@ -60,3 +58,5 @@ def table(torch: Any, dm: Any) -> dict[str, Any]:
         "reset_accumulated_memory_stats": mem.reset_accumulated_memory_stats,
         "reset_peak_memory_stats": mem.reset_peak_memory_stats,
     }
+    return {k: v if isinstance(v, type) else distinct(v) for k, v in table.items()}
+

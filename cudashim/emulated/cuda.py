@@ -15,9 +15,21 @@ from ..aliases import _cpu_memory
 from ..aliases._cpu_device import CpuDeviceProperties, _model_name
 from .memory import MemoryTable
 
-__all__ = ["DeviceModule"]
+__all__ = ["DeviceModule", "distinct"]
 
 _SYNC_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def distinct(fn: Any) -> Any:
+    """fn as a function of its own. Dynamo keys its handlers of torch functions by function, and
+    equal bound methods (one method bound twice, memory_reserved = memory_allocated) collide."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = getattr(fn, "__name__", "cuda_fn")
+    call.__doc__ = getattr(fn, "__doc__", None)
+    return call
 
 
 class DeviceModule:
@@ -142,4 +154,4 @@ class DeviceModule:
             "utilization": lambda device=None: 0,
         }
         out.update(self.memory.table(_cpu_memory.mem_get_info))
-        return out
+        return {k: v if isinstance(v, type) else distinct(v) for k, v in out.items()}

@@ -118,7 +118,7 @@ def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torc
         from . import _attn_ascend
 
         return _attn_ascend.attend(a)
-    if a.q.device.type == "cuda":
+    if a.q.device.type == "cuda" and _dispatch.platform_name() == "nvidia":  # not the emulated cpu device
         from . import _attn_cuda
 
         reason = _attn_cuda.why_not(a)

@@ -124,7 +124,7 @@ def flash_attn_varlen_func(
         and not softcap
         and (window_size is None or (type(window_size[0]) is int and window_size[0] < 0
                                      and (causal or (type(window_size[1]) is int and window_size[1] < 0))))
-        and _dispatch.platform_name() != "ascend"
+        and _dispatch.platform_name() == "nvidia"  # cuda tensors of ascend/the emulated cpu device: no flash kernel
     ):
         out = _attn_cuda.fast_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                                      _scale(q, softmax_scale), bool(causal), block_table)
@@ -217,7 +217,7 @@ def flash_attn_with_kvcache(
         and q.device.type == "cuda"  # not is_cuda: the cpu alias layer makes "cuda" tensors say True
         and isinstance(cache_seqlens, torch.Tensor)
         and (window_size is None or (type(window_size[0]) is int and window_size[0] < 0))  # every key visible
-        and _dispatch.platform_name() != "ascend"
+        and _dispatch.platform_name() == "nvidia"  # cuda tensors of ascend/the emulated cpu device: no flash kernel
     ):
         fast = _attn_cuda.fast_decode(q, k_cache, v_cache, block_table, cache_seqlens, _scale(q, softmax_scale),
                                       bool(return_softmax_lse))

@@ -1,0 +1,92 @@
+"""torch.cuda.Stream / Event on the emulated device: torch.Stream / torch.Event of device "cuda".
+
+They go through the core's guard (csrc/guard.cpp), so they are real c10 streams and events:
+record_stream(), torch.accelerator and the autograd engine take them. Work runs when it is issued,
+so every stream is ordered with every other; events read the host clock when recorded, so
+elapsed_time() is real wall time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..aliases._cpu_torch import alias_class
+
+__all__ = ["table"]
+
+
+def table(torch: Any, index: Callable[[Any], int]) -> dict[str, Any]:
+    """torch.cuda's stream and event names -> values, for devices checked by index()."""
+
+    class Stream(torch.Stream):
+        """torch.cuda.Stream: a stream of the emulated device."""
+
+        def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Any:
+            if {"stream_id", "device_index", "device_type"} <= kwargs.keys():
+                return super().__new__(cls, **kwargs)
+            return super().__new__(cls, device=torch.device("cuda", index(device)), priority=priority)
+
+        @property
+        def cuda_stream(self) -> int:  # engines pass it to kernels or use it as a key
+            return self.stream_id
+
+        def wait_stream(self, stream: Any) -> None:
+            return None  # every stream is already ordered with every other
+
+        def record_event(self, event: Any = None) -> Any:
+            event = Event() if event is None else event
+            event.record(self)
+            return event
+
+        def __repr__(self) -> str:
+            return f"<torch.cuda.Stream device={self.device} cuda_stream={self.stream_id:#x}>"
+
+    def wrap(s: Any) -> Any:
+        return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+    class ExternalStream(Stream):
+        def __new__(cls, stream_ptr: int, device: Any = None, **kwargs: Any) -> Any:
+            return Stream.__new__(cls, stream_id=int(stream_ptr), device_index=index(device), device_type=1)
+
+    def make_event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                   **kwargs: Any) -> Any:
+        return torch.Event(device="cuda", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+    # a real torch.Event (its C methods accept only that exact type as the other event), behind a
+    # class that isinstance() and subclassing treat as torch.cuda.Event
+    Event = alias_class(torch.Event, make_event)
+    Event.__name__ = Event.__qualname__ = "Event"
+
+    def current_stream(device: Any = None) -> Any:
+        return wrap(torch._C._accelerator_getStream(index(device)))
+
+    def default_stream(device: Any = None) -> Any:
+        return Stream(stream_id=0, device_index=index(device), device_type=1)
+
+    def set_stream(stream: Any) -> None:
+        if stream is not None:
+            torch._C._accelerator_setStream(stream)
+
+    class StreamContext:
+        """`with torch.cuda.stream(s):` makes s the current stream of its device for the block."""
+
+        def __init__(self, stream: Any) -> None:
+            self.stream = stream
+            self._prev: Any = None
+
+        def __enter__(self) -> Any:
+            if self.stream is not None:
+                self._prev = current_stream(self.stream.device_index)
+                set_stream(self.stream)
+            return self.stream
+
+        def __exit__(self, *exc: Any) -> None:
+            if self.stream is not None:
+                set_stream(self._prev)
+
+    def stream(s: Any) -> StreamContext:
+        return StreamContext(s)
+
+    return {"Stream": Stream, "ExternalStream": ExternalStream, "Event": Event, "StreamContext": StreamContext,
+            "stream": stream, "current_stream": current_stream, "default_stream": default_stream,
+            "set_stream": set_stream}
