@@ -9,8 +9,9 @@
 //
 // What CUDA shows, kept here:
 //  * capture runs nothing a program can see. An operator that only writes its arguments (in-place,
-//    out=, copy_) is recorded and not run; a functional operator runs once so its outputs exist
-//    with their shapes, in memory only the graph uses; their contents are defined after a replay.
+//    out=, copy_) is recorded and not run, unless it writes only memory allocated during the capture;
+//    a functional operator runs once so its outputs exist with their shapes, in memory only the
+//    graph uses; their contents are defined after a replay.
 //  * the graph's memory (every tensor a recorded call holds) is not given back until reset() or
 //    the graph's end; it counts in memory_allocated()/memory_reserved() meanwhile (the host
 //    allocator has no separate "reserved but free" state: see DESIGN note in graphs.py).
@@ -106,6 +107,7 @@ class Graph final : public at::GraphImplInterface {
     device_ = current_device();
     pool_ = (pool.first != 0 || pool.second != 0) ? pool : at::MempoolId_t{g_next_uid.fetch_add(1), 0};
     nodes_.clear();
+    owned_.clear();
     invalidated_.clear();
     g_graph.store(this);
   }
@@ -113,6 +115,7 @@ class Graph final : public at::GraphImplInterface {
   void capture_end() override {
     TORCH_CHECK(g_graph.load() == this, "Called CUDAGraph::capture_end without a preceding capture_begin");
     g_graph.store(nullptr);
+    owned_.clear();
     if (!invalidated_.empty()) {
       nodes_.clear();
       throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 901,
@@ -167,6 +170,10 @@ class Graph final : public at::GraphImplInterface {
   // --- recording (the hooks below) ---
   c10::DeviceIndex device() const { return device_; }
   void record(Node node) { nodes_.push_back(std::move(node)); }
+  void own(const at::Tensor& t) {
+    if (t.defined() && t.device().type() == kType) owned_.insert(t.storage().data());
+  }
+  bool owns(const at::Tensor& t) const { return owned_.count(t.storage().data()) != 0; }
   void invalidate(const std::string& why) {
     if (invalidated_.empty()) invalidated_ = why;
   }
@@ -178,6 +185,7 @@ class Graph final : public at::GraphImplInterface {
   c10::DeviceIndex device_ = 0;
   at::MempoolId_t pool_{0, 0};
   std::vector<Node> nodes_;
+  std::unordered_set<const void*> owned_;  // memory allocated during the capture (contents undefined to the program)
   std::string invalidated_;
 };
 
@@ -221,11 +229,26 @@ bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     writes_only = writes_only && i >= 0;
     aliased.push_back(i);
   }
+  // ... and run now as well when it writes only the capture's own memory, whose contents the program
+  // cannot see yet: the capture's later calls then read what eager execution would give them (an
+  // index computed inside the capture stays in range)
   if (writes_only) {
-    stack->erase(stack->begin() + base, stack->end());
-    for (int i : aliased) stack->push_back(node.args[i]);
-    g->record(std::move(node));
-    return true;
+    bool own = true;
+    for (size_t i = 0; i < n && own; ++i) {
+      if (!is_write(schema.arguments()[i])) continue;
+      const c10::IValue& v = node.args[i];
+      if (v.isTensor()) {
+        own = g->owns(v.toTensor());
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) own = own && g->owns(t);
+      }
+    }
+    if (!own) {
+      stack->erase(stack->begin() + base, stack->end());
+      for (int i : aliased) stack->push_back(node.args[i]);
+      g->record(std::move(node));
+      return true;
+    }
   }
 
   // a functional operator: run once now (its outputs get their shapes), then replayed
@@ -240,18 +263,21 @@ bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   --t_running;
   const size_t m = schema.returns().size();
   std::vector<c10::IValue> outs(stack->end() - m, stack->end());
-  auto out = out_overload(op);
+  for (const auto& o : outs) {
+    if (o.isTensor()) g->own(o.toTensor());
+  }
+  auto out = writes_only ? std::nullopt : out_overload(op);
   if (out.has_value()) {  // replay writes the captured outputs directly
     node.op = *out;
     for (auto& o : outs) node.args.push_back(o);
-  } else {
+  } else if (!writes_only) {
     node.outs = std::move(outs);
   }
   g->record(std::move(node));
   return true;
 }
 
-void capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   const bool self_dev = self.device().type() == kType, src_dev = src.device().type() == kType;
   if (self_dev != src_dev) {
     const at::Tensor& host = self_dev ? src : self;
@@ -259,7 +285,15 @@ void capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocki
     if (!is_pinned_ptr(host.storage().data())) capture_refuse("a copy between the device and pageable host memory");
   }
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
-  g_graph.load()->record(Node{op, {self, src, non_blocking}, {}});
+  Graph* g = g_graph.load();
+  g->record(Node{op, {self, src, non_blocking}, {}});
+  return self_dev && g->owns(self);
+}
+
+at::Tensor capture_note(at::Tensor t) {
+  Graph* g = g_graph.load(std::memory_order_relaxed);
+  if (C10_UNLIKELY(g != nullptr)) g->own(t);
+  return t;
 }
 
 void register_generator(const at::Generator& g) {

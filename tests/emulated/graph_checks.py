@@ -84,6 +84,20 @@ def outputs_keep_their_address_across_replays() -> None:
 
 
 @check
+def index_computed_inside_the_capture() -> None:
+    table = torch.arange(10, dtype=torch.float32, device="cuda") * 10
+    idx = torch.tensor([3, -1, 7], dtype=torch.int32, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = table.index_select(0, idx.long().clamp(min=0))  # a cast, then an index: valid at capture too
+    g.replay()
+    assert out.tolist() == [30.0, 0.0, 70.0]
+    idx.copy_(torch.tensor([9, 0, -5], dtype=torch.int32, device="cuda"))
+    g.replay()
+    assert out.tolist() == [90.0, 0.0, 0.0]
+
+
+@check
 def two_graphs_share_a_pool() -> None:
     x = torch.zeros(32, device="cuda")
     outs = {}
