@@ -290,6 +290,13 @@ bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocki
   return self_dev && g->owns(self);
 }
 
+at::Tensor capture_call(const char* name, std::vector<c10::IValue> args) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  torch::jit::Stack stack(std::move(args));
+  capture_boxed(op, &stack);
+  return stack.back().toTensor();
+}
+
 at::Tensor capture_note(at::Tensor t) {
   Graph* g = g_graph.load(std::memory_order_relaxed);
   if (C10_UNLIKELY(g != nullptr)) g->own(t);

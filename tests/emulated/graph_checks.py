@@ -98,6 +98,19 @@ def index_computed_inside_the_capture() -> None:
 
 
 @check
+def softmax_follows_updated_inputs() -> None:
+    x = torch.zeros(2, 5, device="cuda", dtype=torch.bfloat16)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        p = torch.softmax(x.float(), dim=-1)
+        lp = torch.log_softmax(x, dim=-1)
+    x.copy_(torch.arange(10, device="cuda").reshape(2, 5).to(torch.bfloat16))
+    g.replay()
+    torch.testing.assert_close(p, torch.softmax(x.float(), dim=-1))
+    torch.testing.assert_close(lp, torch.log_softmax(x, dim=-1))
+
+
+@check
 def two_graphs_share_a_pool() -> None:
     x = torch.zeros(32, device="cuda")
     outs = {}

@@ -17,6 +17,7 @@ from _harness import HERE, run_python  # noqa: E402
 CHECK_NAMES = [
     "static_input_updated_in_place_between_replays", "capture_runs_no_in_place_work",
     "outputs_keep_their_address_across_replays", "index_computed_inside_the_capture",
+    "softmax_follows_updated_inputs",
     "two_graphs_share_a_pool", "graph_pool_handle_shared_by_two_graphs",
     "replay_after_reset_raises", "replay_before_capture_raises", "keep_graph_then_instantiate",
     "is_current_stream_capturing", "item_in_capture_raises", "synchronize_in_capture_raises",
