@@ -35,6 +35,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace cudashim;
   install_cpu_allocator();
   register_hooks();
+  register_sdpa_choice();
   m.attr("device_type") = c10::DeviceTypeName(kType, true);
   m.def("device_count", [] { return static_cast<int>(device_count()); });
   m.def("set_device_count", [](int n) { set_device_count(static_cast<c10::DeviceIndex>(n)); });
@@ -49,6 +50,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sync_debug_mode", &sync_debug_mode);
   m.def("set_sync_debug_mode", &set_sync_debug_mode);
   m.def("hooks_active", &hooks_active);
+  m.def("register_collectives", &register_collectives);
   // CUDA graphs (graph.cpp; the graph itself is torch.accelerator.Graph's registered implementation)
   m.def("capture_underway", &capture_underway);
   m.def("capture_refuse", [](const std::string& what) { capture_refuse(what.c_str()); });

@@ -55,8 +55,10 @@ bool owns_device_memory(const c10::DataPtr& p);  // allocated by allocate_on (de
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);
 at::Tensor as_device(const at::Tensor& cpu, c10::DeviceIndex index);
 
-// hooks.cpp
+// hooks.cpp, sdpa.cpp
 void register_hooks();
+void register_sdpa_choice();
+void register_collectives();  // collectives.cpp: once torch.distributed is loaded
 
 // generator.cpp
 const at::Generator& default_generator(c10::DeviceIndex index);

@@ -79,6 +79,12 @@ class CpuDeviceProperties:
                 f"cudashim='cpu')")
 
 
+def host_properties() -> CpuDeviceProperties:
+    """The properties every cpu "CUDA device" reports (the alias layer's and the emulated device's)."""
+    return CpuDeviceProperties(name=f"CPU ({_model_name()})", total_memory=_cpu_memory.host_total_memory(),
+                               multi_processor_count=os.cpu_count() or 1)
+
+
 class DeviceModule:
     """The state behind torch.cuda's device functions on cpu (one per install)."""
 
@@ -155,11 +161,7 @@ class DeviceModule:
     def get_device_properties(self, device: Any = None) -> CpuDeviceProperties:
         self.index(device, "torch.cuda.get_device_properties")
         if self._props is None:
-            self._props = CpuDeviceProperties(
-                name=f"CPU ({_model_name()})",
-                total_memory=_cpu_memory.host_total_memory(),
-                multi_processor_count=os.cpu_count() or 1,
-            )
+            self._props = host_properties()
         return self._props
 
     def get_device_name(self, device: Any = None) -> str:

@@ -1,6 +1,6 @@
 """What the CPU cannot do, failing loudly at construction or first call.
 
-Each stand-in goes through cudashim.capabilities.require(capability, platform, api) so the message
+Each stand-in goes through cudashim.platform.capabilities.require(capability, platform, api) so the message
 and the way out come from the one capability table; should the table not raise (or not be there
 yet), the stand-in raises its own CapabilityError: a CPU never silently pretends to capture a
 CUDA graph or launch a Triton kernel.
@@ -31,7 +31,7 @@ _EAGER = ("set CUDASHIM_CPU_BACKEND=device (the emulated device captures and rep
 
 def unsupported(capability: str, api: str, way_out: str) -> NoReturn:
     try:
-        from ..capabilities import require
+        from ..platform.capabilities import require
     except ImportError:
         require = None  # type: ignore[assignment]
     if require is not None:

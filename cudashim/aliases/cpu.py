@@ -71,8 +71,14 @@ def _install_device(torch: Any) -> Any:
     """cuda:N tensors of the emulated device (cudashim.emulated): no argument is rewritten."""
     from .. import emulated
 
-    dm = emulated.install(_bindings)
+    dm = emulated.install(_bindings, when_imported=when_imported, alias_class=_cpu_torch.alias_class,
+                          properties=_cpu_device.host_properties, mem_get_info=_cpu_memory.mem_get_info)
     dm.core.set_device_count(_cpu_device.cpu_device_count())
+    for name, value in _cpu_device.nvtx_table().items():
+        _bindings.bind(torch.cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
+    # NCCL is Gloo; the core hands Gloo CPU views of cuda tensors (emulated.distributed)
+    bind_distributed(_bindings, torch, {"nccl": "gloo"}, device_id=lambda d: None, device_ids=lambda ids: None,
+                     device_type=lambda t: t, is_active=installed)
     probes.install("cpu", torch.cuda.is_available)
     _bind_lazy_limits()  # CUDA graphs are the device's own (emulated.graphs): no LIMIT_TABLE here
     return dm

@@ -227,3 +227,15 @@ def out_argument_resized_in_place() -> None:
     out = torch.empty(0, device="cuda")
     res = torch.add(torch.ones(3, device="cuda"), 1, out=out)
     assert res is out and out.shape == (3,) and out.is_cuda and out.tolist() == [2.0, 2.0, 2.0]
+
+
+@check
+def attention_forward_backward() -> None:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 32) for _ in range(3))
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    dq, dk, dv = (t.cuda().requires_grad_() for t in (q, k, v))
+    got = torch.nn.functional.scaled_dot_product_attention(dq, dk, dv, is_causal=True)
+    got.sum().backward()
+    assert got.is_cuda and torch.allclose(got.detach().cpu(), want, atol=1e-4)
+    assert dq.grad is not None and dq.grad.is_cuda and dv.grad.shape == v.shape

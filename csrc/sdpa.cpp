@@ -1,0 +1,71 @@
+// scaled_dot_product_attention on the device: the CPU's fused (flash) kernels instead of the
+// unfused math path. PyTorch's SDPA picks a backend through a per-device-type stub that a CPU build
+// leaves empty for CUDA (so it would always fall to math, ~10x slower); the device fills it with the
+// CPU's own choice, and answers the CUDA flash operator and its backward with the CPU flash kernels
+// on views of the same memory.
+#include "shim.h"
+
+#include <ATen/native/transformers/attention.h>
+#include <torch/library.h>
+
+namespace cudashim {
+namespace {
+
+at::Tensor host(const at::Tensor& t) { return t.defined() && t.device().type() == kType ? cpu_view(t, false) : t; }
+
+int64_t choose(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
+               double dropout, bool causal, std::optional<double> scale, bool gqa) {
+  std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(host(*mask)) : std::nullopt;
+  return at::_fused_sdp_choice(host(q), host(k), host(v), m, dropout, causal, scale, gqa);  // the CPU's choice
+}
+
+using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
+                           at::Tensor, at::Tensor>;
+
+Forward flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout, bool causal,
+              bool /*return_debug_mask*/, std::optional<double> scale) {
+  const auto index = q.device().index();
+  at::Tensor out, lse;
+  {
+    CaptureAllocations capture(index);
+    std::tie(out, lse) = at::_scaled_dot_product_flash_attention_for_cpu(host(q), host(k), host(v), dropout, causal,
+                                                                          std::nullopt, scale);
+  }
+  at::Tensor none = at::empty({0}, q.options());
+  at::Tensor rng = at::empty({0}, q.options().dtype(at::kLong));
+  return {as_device(out, index), as_device(lse, index), none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)),
+          rng, rng, none};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
+    const at::Tensor& grad, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double dropout, bool causal,
+    const at::Tensor&, const at::Tensor&, std::optional<double> scale) {
+  const auto index = q.device().index();
+  at::Tensor dq, dk, dv;
+  {
+    CaptureAllocations capture(index);
+    std::tie(dq, dk, dv) = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, std::nullopt, scale);
+  }
+  return {as_device(dq, index), as_device(dk, index), as_device(dv, index)};
+}
+
+struct RegisterChoice {
+  RegisterChoice() { at::native::_fused_sdp_choice_stub.set_cuda_dispatch_ptr(&choose); }
+};
+
+}  // namespace
+
+void register_sdpa_choice() {
+#if defined(CUDASHIM_KEY_IS_CUDA)
+  static RegisterChoice once;
+#endif
+}
+
+TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+  m.impl("_scaled_dot_product_flash_attention", flash);
+  m.impl("_scaled_dot_product_flash_attention_backward", flash_backward);
+}
+
+}  // namespace cudashim
