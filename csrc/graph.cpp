@@ -29,6 +29,7 @@
 
 #include <ATen/core/GraphImplInterface.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 namespace cudashim {
 namespace {
@@ -82,6 +83,14 @@ std::optional<c10::OperatorHandle> out_overload(const c10::OperatorHandle& op) {
     if (!is_write(o.arguments()[i])) return std::nullopt;
   }
   return h;
+}
+
+// A collective (c10d::) returns its Work: Gloo runs it on a thread of its own. The program waited for
+// it at capture (dist.all_reduce does); a replay waits before the next call reads the result.
+void wait_for_work(const torch::jit::Stack& stack) {
+  for (const c10::IValue& v : stack) {
+    if (v.isObject() && v.type()->str() == "__torch__.torch.classes.c10d.Work") v.toCustomClass<c10d::Work>()->wait();
+  }
 }
 
 [[noreturn]] void capture_error(const std::string& what) {
@@ -143,6 +152,7 @@ class Graph final : public at::GraphImplInterface {
     for (const Node& node : nodes_) {
       stack.assign(node.args.begin(), node.args.end());
       node.op.redispatchBoxed(keys, &stack);
+      wait_for_work(stack);
       for (size_t i = 0; i < node.outs.size(); ++i) {
         if (!node.outs[i].isTensor()) continue;
         const at::Tensor& dst = node.outs[i].toTensor();
