@@ -1,7 +1,7 @@
 // CUDA graphs on the emulated device: capture records the dispatcher calls, replay re-runs them.
 //
-// Between capture_begin and capture_end every call that reaches the device's dispatch key on the
-// capturing thread (the boxed fallback and the device's own copy kernel) is recorded with its
+// Between capture_begin and capture_end every call that reaches the device's dispatch key (the boxed
+// fallback; the device's own copy_, softmax and c10d kernels call the hooks below) is recorded with its
 // argument IValues: the tensors alias the captured memory, so a replay reads the program's static
 // inputs as they are then and writes the very tensors the program holds (CUDA's static addresses).
 // Replay re-enters the dispatcher at the device key only: no Python, no autograd or
@@ -14,7 +14,7 @@
 //    graph uses; their contents are defined after a replay.
 //  * the graph's memory (every tensor a recorded call holds) is not given back until reset() or
 //    the graph's end; it counts in memory_allocated()/memory_reserved() meanwhile (the host
-//    allocator has no separate "reserved but free" state: see DESIGN note in graphs.py).
+//    allocator has no separate "reserved but free" state: see cudashim/emulated/graphs.py).
 //  * a synchronizing call (.item(), nonzero, a blocking or pageable host copy) raises CUDA's
 //    capture error and invalidates the capture; capture_end then fails as cudaStreamEndCapture does.
 //  * random operators: the device's default generators are graph-safe (registered at

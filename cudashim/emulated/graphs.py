@@ -65,6 +65,13 @@ def _graph_class(torch: Any, core: Any) -> type:
     return CUDAGraph
 
 
+def _refuse_cudagraph_trees() -> bool:
+    raise CapabilityError("torch.compile(mode=\"reduce-overhead\") on the emulated device: Inductor's CUDA graph "
+                          "trees need CUDA's caching-allocator pools; compile with mode=\"default\" or "
+                          "\"max-autotune-no-cudagraphs\", and capture with torch.cuda.graph / CUDAGraph yourself, "
+                          "which the device emulates [capability cuda_graphs]")
+
+
 def graph_pool_handle() -> tuple[int, int]:
     """A new pool id: (0, n), as CUDA's handles are (graph-owned pools are (n, 0))."""
     return (0, next(_handles))
@@ -89,5 +96,9 @@ def bind(bindings: Any, torch: Any, core: Any) -> None:
         bindings.bind(torch.cuda, name, value, f"torch.cuda.{name}", "emulated")
     for name in ("CUDAGraph", "graph_pool_handle", "is_current_stream_capturing"):
         bindings.bind(tgraphs, name, table[name])
+    if not hasattr(torch._C, "_cuda_cudaCachingAllocator_is_enabled"):
+        # the first thing Inductor's CUDA graph trees ask (mode="reduce-overhead"): they need the caching
+        # allocator's private pools and checkpoints, which this device does not have
+        bindings.bind(torch._C, "_cuda_cudaCachingAllocator_is_enabled", _refuse_cudagraph_trees)
     if not hasattr(torch._C, "_host_emptyCache"):  # torch.cuda.graph's __enter__ calls it; a CPU build lacks it
         bindings.bind(torch._C, "_host_emptyCache", lambda: None)

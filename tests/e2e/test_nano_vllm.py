@@ -96,7 +96,10 @@ def test_cuda_graphs_on_the_alias_backend_stop_loudly(checkpoint, tmp_path):
 def test_cuda_graphs_on_the_emulated_device_match_eager_and_transformers(checkpoint, reference, tmp_path, tp):
     """enforce_eager=False on the emulated device (issue 18): nano-vllm captures one graph per batch size
     at start-up and replays one per decode step; the tokens are the eager run's and transformers'."""
-    env = {"CUDASHIM_CPU_BACKEND": "device", "CUDASHIM_CPU_DEVICES": str(tp)}
+    # TORCHDYNAMO_DISABLE: nano-vllm's @torch.compile functions run eagerly. torch.compile on the emulated
+    # device's tensors aborts this program with heap corruption (free(): invalid size) with or without
+    # graphs, on branch device as it stands (issue 17's); drop this once that is fixed
+    env = {"CUDASHIM_CPU_BACKEND": "device", "CUDASHIM_CPU_DEVICES": str(tp), "TORCHDYNAMO_DISABLE": "1"}
     got = {}
     for mode in ("eager", "graphs"):
         out = tmp_path / f"{mode}.json"
