@@ -10,6 +10,7 @@ process and on the same weights, one decode step is timed two ways, alternating 
            inputs into the graph's static tensors, replays the graph and computes the logits.
 The figure is the ratio of median step times (eager / replay); goal: replay >= 1.2x eager. Both
 paths get the same context (block tables, lengths, slot mapping); their logits are compared too.
+One intra-op thread, so neighbours on a shared box move both paths alike.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def _worker(args: argparse.Namespace) -> None:
     from nanovllm import LLM
     from nanovllm.utils.context import reset_context, set_context
 
+    torch.set_num_threads(1)  # one intra-op thread: the 2-core box is shared; both paths get the same
     llm = LLM(args.model, enforce_eager=False, max_model_len=512, max_num_batched_tokens=1024, max_num_seqs=16,
               gpu_memory_utilization=0.05)
     mr = llm.model_runner

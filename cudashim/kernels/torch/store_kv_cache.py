@@ -22,7 +22,9 @@ def _write_rows(flat: torch.Tensor, rows: torch.Tensor, slot_mapping: torch.Tens
     first = keep.to(torch.int32).argmax().reshape(1)  # the first kept row (row 0 when none is kept)
     fslot = slots.index_select(0, first).clamp(min=0)
     frow = torch.where(keep.index_select(0, first)[:, None], rows.index_select(0, first), flat.index_select(0, fslot))
-    flat.index_copy_(0, torch.where(keep, slots, fslot), torch.where(keep[:, None], rows, frow))
+    # index_put_, not index_copy_: a device without an in-place index_copy kernel (the emulated one)
+    # runs index_copy_ as a functional copy of the whole cache plus a copy back
+    flat.index_put_((torch.where(keep, slots, fslot),), torch.where(keep[:, None], rows, frow))
 
 
 @functools.lru_cache(maxsize=None)
