@@ -22,7 +22,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .. import envs
 from ..errors import CapabilityError
 from . import _cpu_memory
 
@@ -34,10 +33,9 @@ __all__ = [
 
 
 def cpu_device_count() -> int:
-    n = envs.get("CUDASHIM_CPU_DEVICES")
-    if n is None:
-        n = envs.get("LOCAL_WORLD_SIZE")
-    return 1 if n is None else int(n)  # type: ignore[arg-type]
+    from ..visibility import cpu_device_count as count  # CUDA_VISIBLE_DEVICES applied, bounds checked
+
+    return count()
 
 
 def _model_name() -> str:

@@ -3,14 +3,11 @@ EmulatedBuildError naming the fix, instead of running the program without its de
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _harness import REAL_CUDA, run_python  # noqa: E402
+from emulated_run import REAL_CUDA, run_python
 
 
 def test_unbuildable_core_stops_activation(tmp_path: Path) -> None:

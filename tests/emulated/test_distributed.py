@@ -5,13 +5,10 @@ and a DDP step (its C++ reducer calls the process group with cuda buckets)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _harness import HERE, REAL_CUDA, run_python  # noqa: E402
+from emulated_run import HERE, REAL_CUDA, run_python
 
 
 def _two_ranks(worker: str) -> None:

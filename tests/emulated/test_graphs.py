@@ -1,18 +1,14 @@
 """CUDA graph semantics of the emulated device (issue 18): graph_checks.py in one fresh interpreter,
-one test per check. On an NVIDIA machine the same checks run on real CUDA graphs (see _harness.py),
+one test per check. On an NVIDIA machine the same checks run on real CUDA graphs (see tests/fixtures/emulated_run.py),
 so CUDA is the oracle for every observable result asserted here."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _harness import HERE, REAL_CUDA, run_python  # noqa: E402
+from emulated_run import HERE, REAL_CUDA, run_python
 
 CHECK_NAMES = [
     "static_input_updated_in_place_between_replays", "capture_runs_no_in_place_work",
