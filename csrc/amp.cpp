@@ -10,6 +10,9 @@ namespace {
 
 template <at::Tensor (*Op)(const at::Tensor&, int64_t, bool)>
 at::Tensor widened(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  if (C10_UNLIKELY(capturing())) {  // CUDA graph capture (graph.cpp): recorded, run through this kernel
+    return capture_call(Op == &at::_softmax ? "aten::_softmax" : "aten::_log_softmax", {self, dim, half_to_float});
+  }
   const auto index = self.device().index();
   at::Tensor out;
   {
@@ -21,6 +24,11 @@ at::Tensor widened(const at::Tensor& self, int64_t dim, bool half_to_float) {
 
 template <at::Tensor (*Op)(const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType)>
 at::Tensor widened_backward(const at::Tensor& grad, const at::Tensor& output, int64_t dim, at::ScalarType input_dtype) {
+  if (C10_UNLIKELY(capturing())) {
+    return capture_call(Op == &at::_softmax_backward_data ? "aten::_softmax_backward_data"
+                                                          : "aten::_log_softmax_backward_data",
+                        {grad, output, dim, input_dtype});
+  }
   const auto index = grad.device().index();
   at::Tensor out;
   {

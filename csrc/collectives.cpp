@@ -66,6 +66,7 @@ c10::IValue back(const c10::IValue& v, const Views& views) {
 }
 
 void hosted(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;  // CUDA graph capture (graph.cpp)
   const size_t n = op.schema().arguments().size();
   const size_t base = stack->size() - n;
   Views views;

@@ -41,6 +41,7 @@ int sync_debug_mode() { return g_sync_debug.load(std::memory_order_relaxed); }
 void set_sync_debug_mode(int mode) { g_sync_debug.store(mode); }
 
 void synchronizing(const char* what) {
+  capture_refuse(what);  // inside a CUDA graph capture: CUDA's capture error (graph.cpp)
   const int mode = sync_debug_mode();
   if (mode == 0) return;
   if (mode == 1) {

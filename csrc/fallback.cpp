@@ -63,6 +63,7 @@ at::Tensor back(const at::Tensor& t, c10::DeviceIndex device, const c10::SmallVe
 }
 
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;  // CUDA graph capture (graph.cpp)
   const auto& schema = op.schema();
   const auto& args = schema.arguments();
   const size_t n = args.size();

@@ -27,8 +27,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
                                std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
   const auto i = index_of(device);
-  return at::detail::empty_generic(size, device_allocator(i), c10::DispatchKeySet(kKey),
-                                   c10::dtype_or_default(dtype), memory_format);
+  return capture_note(at::detail::empty_generic(size, device_allocator(i), c10::DispatchKeySet(kKey),
+                                                c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -36,13 +36,15 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                          std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
   const auto i = index_of(device);
-  return at::detail::empty_strided_generic(size, stride, device_allocator(i), c10::DispatchKeySet(kKey),
-                                           c10::dtype_or_default(dtype));
+  return capture_note(at::detail::empty_strided_generic(size, stride, device_allocator(i),
+                                                        c10::DispatchKeySet(kKey), c10::dtype_or_default(dtype)));
 }
 
 bool on_device(const at::Tensor& t) { return t.device().type() == kType; }
 
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  // CUDA graph capture (graph.cpp): recorded; run now only into the capture's own memory
+  if (C10_UNLIKELY(capturing()) && !capture_copy(self, src, non_blocking)) return self;
   const bool d2h = !on_device(self) && on_device(src);
   const bool h2d = on_device(self) && !on_device(src);
   // what CUDA synchronizes on: every device->host copy into pageable memory, and blocking copies

@@ -51,4 +51,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_sync_debug_mode", &set_sync_debug_mode);
   m.def("hooks_active", &hooks_active);
   m.def("register_collectives", &register_collectives);
+  // CUDA graphs (graph.cpp; the graph itself is torch.accelerator.Graph's registered implementation)
+  m.def("capture_underway", &capture_underway);
+  m.def("capture_refuse", [](const std::string& what) { capture_refuse(what.c_str()); });
+  m.def("register_generator", &register_generator);
 }

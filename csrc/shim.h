@@ -8,6 +8,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/DispatchKey.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #ifndef CUDASHIM_KEY
 #define CUDASHIM_KEY CUDA
@@ -57,5 +58,17 @@ void register_collectives();  // collectives.cpp: once torch.distributed is load
 
 // generator.cpp
 const at::Generator& default_generator(c10::DeviceIndex index);
+
+// graph.cpp: CUDA graph capture (issue 18)
+bool capturing();         // calls reaching the device key are recorded (not while a recorded call runs)
+bool capture_underway();  // a capture is open on this thread (also while a recorded call runs)
+void capture_refuse(const char* what);  // CUDA's capture error when a capture is open, else nothing
+// record the call on the stack (run it when CUDA would have to); true: the stack holds its returns
+bool capture_boxed(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
+// a device kernel of its own (not the fallback) under capture: record the call by name, return its result
+at::Tensor capture_call(const char* name, std::vector<c10::IValue> args);
+bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocking);  // true: run it now too
+at::Tensor capture_note(at::Tensor t);  // memory allocated while a capture is open is the graph's
+void register_generator(const at::Generator& g);
 
 }  // namespace cudashim

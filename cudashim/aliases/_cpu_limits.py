@@ -25,7 +25,8 @@ __all__ = [
 ]
 
 _PLATFORM = "cpu"
-_EAGER = "run with enforce_eager=True or your engine's eager switch (CUDA graphs off)"
+_EAGER = ("set CUDASHIM_CPU_BACKEND=device (the emulated device captures and replays CUDA graphs), or run "
+          "with enforce_eager=True or your engine's eager switch (CUDA graphs off)")
 
 
 def unsupported(capability: str, api: str, way_out: str) -> NoReturn:
@@ -40,7 +41,7 @@ def unsupported(capability: str, api: str, way_out: str) -> NoReturn:
             raise
         except (TypeError, KeyError, ValueError):  # a table that disagrees on the call: our own message
             pass
-    raise CapabilityError(f"{api} is not available on {_PLATFORM} (capability {capability!r}); {way_out}")
+    raise CapabilityError(f"{api} is not available on {_PLATFORM}'s alias backend (capability {capability!r}); {way_out}")
 
 
 class CUDAGraph:

@@ -82,10 +82,7 @@ def _install_device(torch: Any) -> Any:
     bind_distributed(_bindings, torch, {"nccl": "gloo"}, device_id=lambda d: None, device_ids=lambda ids: None,
                      device_type=lambda t: t, is_active=installed)
     probes.install("cpu", real_is_available)
-    subs = [m for n, m in list(sys.modules.items()) if n.startswith("torch.cuda.") and m is not None]
-    for name, value in _cpu_limits.LIMIT_TABLE.items():
-        _bind_cuda(torch, name, value, "unsupported", subs)
-    _bind_lazy_limits()
+    _bind_lazy_limits()  # CUDA graphs are the device's own (emulated.graphs): no LIMIT_TABLE here
     return dm
 
 

@@ -43,7 +43,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     """
     import torch
 
-    from . import accelerator, compile, distributed, streams
+    from . import accelerator, compile, distributed, graphs, streams
     from .cuda import DeviceModule
 
     mod = load("CUDA")
@@ -72,6 +72,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
             bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
     compile.bind(bindings, installed, when_imported)
     distributed.bind(bindings, torch, mod)
+    graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
     return dm
 
 

@@ -19,7 +19,7 @@ from typing import Optional, Union
 import torch
 
 from ..platform import contract as _platform
-from . import _attn_cuda
+from . import _attn_cuda, _attn_graph
 from ._attn import Attn, normalize_window, unsupported
 from ._core import attend
 from ._rotary import apply_rotary
@@ -227,6 +227,12 @@ def flash_attn_with_kvcache(
         if fast is not None:
             out, lse = fast
             return (out, lse.unsqueeze(-1)) if return_softmax_lse else out
+    if (  # a decode step captured into a CUDA graph on the emulated device: no host reads of the lengths
+        block_table is not None and k is None and rotary_cos is None and cache_leftpad is None and alibi_slopes is None
+        and not softcap and q.shape[1] == 1 and isinstance(cache_seqlens, torch.Tensor) and _attn_graph.capturing(q)
+    ):
+        out, lse = _attn_graph.paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, _scale(q, softmax_scale))
+        return (out, lse.unsqueeze(-1)) if return_softmax_lse else out
     api = "flash_attn_with_kvcache"
     if cache_leftpad is not None:
         raise unsupported(api, "cache_leftpad", "portable/ascend", "left-align the cache (cache_leftpad=None)")

@@ -79,6 +79,7 @@ def _cap(cap_id: str, title: str, api: str, limit_kind: str = "max", **cells: En
 
 N, E, U = "native", "emulated", "unsupported"
 _EAGER = "run with enforce_eager=True (or your engine's eager switch) so no graph is captured"
+_GRAPHS = "set CUDASHIM_CPU_BACKEND=device (the emulated device captures and replays graphs), or " + _EAGER
 _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("module:symbol" = "repl.module:symbol")'
 
 # nvidia cells are L3 where the shim's own code ran on an H200 (tests/device, benchmarks/*_gpu.py and nano-vllm
@@ -92,16 +93,22 @@ TABLE: tuple[Capability, ...] = (
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "torch.cuda.CUDAGraph / torch.cuda.graph (nano-vllm captured "
                "its decode graphs under the shim on an H200)"),
          ascend=Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
-         cpu=Entry(U, RAISE_CONSTRUCTION, "L3", "the CPU has no graph capture", _EAGER)),
+         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "the emulated device (CUDASHIM_CPU_BACKEND=device) records the calls "
+                   "of a capture at its dispatcher and replays them in C++ on the captured memory (tests/emulated/"
+                   "test_graphs.py; nano-vllm with enforce_eager=False); the alias backend refuses at construction",
+                   _GRAPHS)),
     _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
          ascend=Entry(U, RAISE_CALL, "L1", "keep_graph=True is accepted and dropped (NPU graphs exist only "
                "instantiated); raw_cuda_graph() raises", "do not ask for the raw graph when not PLATFORM.is_gpu"),
-         cpu=Entry(U, RAISE_CONSTRUCTION, "L0", "the CPU has no graph capture", _EAGER)),
+         cpu=Entry(E, RAISE_CALL, "L3", "emulated device: keep_graph=True keeps the recorded calls until "
+                   "instantiate() or the first replay; raw_cuda_graph() raises (no cudaGraph_t)",
+                   "replay() the graph; do not ask for the raw graph when not PLATFORM.is_gpu")),
     _cap("cuda_graph_instantiate", "CUDAGraph.instantiate()", "torch.cuda.CUDAGraph.instantiate",
          nvidia=Entry(N, RAISE_CALL, "L0", "explicit instantiation after capture with keep_graph=True"),
          ascend=Entry(E, None, "L1", "a no-op: an NPU graph is instantiated when capture ends"),
-         cpu=Entry(U, RAISE_CALL, "L0", "the CPU has no graph capture", _EAGER)),
+         cpu=Entry(E, RAISE_CALL, "L3", "emulated device: makes a kept capture replayable; raises as CUDA does "
+                   "without a capture", "capture first")),
     _cap("graph_event_timers", "in-graph event timers", "CUDAGraphTimer",
          nvidia=Entry(N, RAISE_CALL, "L0", "event-record nodes inside a kept graph"),
          ascend=Entry(U, RAISE_CALL, "L0", "NPU graph timer primitives are not implemented",

@@ -83,10 +83,29 @@ def test_tp2_eager_matches_transformers_greedy(checkpoint, reference, tmp_path):
     assert _compare(got[0], reference[0]) >= MATCH
 
 
-def test_cuda_graphs_requested_stop_loudly(checkpoint, tmp_path):
-    """enforce_eager=False on cpu must stop at graph construction naming the way out — never stale outputs."""
+def test_cuda_graphs_on_the_alias_backend_stop_loudly(checkpoint, tmp_path):
+    """enforce_eager=False on cpu's alias backend stops at graph construction naming the way out — never stale outputs."""
     out = tmp_path / "graphs.json"
-    r = _shim_run(checkpoint, out, "--graphs")
+    r = _shim_run(checkpoint, out, "--graphs", env_extra={"CUDASHIM_CPU_BACKEND": "alias"})
     assert r.returncode != 0
-    assert "CapabilityError" in r.stderr and "enforce_eager=True" in r.stderr, r.stderr[-3000:]
+    assert "CapabilityError" in r.stderr and "CUDASHIM_CPU_BACKEND=device" in r.stderr, r.stderr[-3000:]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_cuda_graphs_on_the_emulated_device_match_eager_and_transformers(checkpoint, reference, tmp_path, tp):
+    """enforce_eager=False on the emulated device (issue 18): nano-vllm captures one graph per batch size
+    at start-up and replays one per decode step; the tokens are the eager run's and transformers'."""
+    # TORCHDYNAMO_DISABLE: nano-vllm's @torch.compile functions run eagerly. torch.compile on the emulated
+    # device's tensors aborts this program with heap corruption (free(): invalid size) with or without
+    # graphs, on branch device as it stands (issue 17's); drop this once that is fixed
+    env = {"CUDASHIM_CPU_BACKEND": "device", "CUDASHIM_CPU_DEVICES": str(tp), "TORCHDYNAMO_DISABLE": "1"}
+    got = {}
+    for mode in ("eager", "graphs"):
+        out = tmp_path / f"{mode}.json"
+        r = _shim_run(checkpoint, out, "--tp", str(tp), *(["--graphs"] if mode == "graphs" else []), env_extra=env)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+        assert f"tp={tp}, {mode})" in r.stdout
+        got[mode] = json.loads(out.read_text())["token_ids"]
+    assert got["graphs"][0] == got["eager"][0]
+    assert _compare(got["graphs"][0], reference[0]) >= MATCH

@@ -1,4 +1,4 @@
-"""Run checks.py in this interpreter and print {"mode": ..., "results": {name: {"ok", "detail"}}} as JSON."""
+"""Run checks.py (or the checks module named by argv[1]) in this interpreter and print {"mode": ..., "results": {name: {"ok", "detail"}}} as JSON."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402  (under `cudashim run` the import hook installs the device here)
 
-from checks import CHECKS  # noqa: E402
+import importlib  # noqa: E402
+
+CHECKS = importlib.import_module(sys.argv[1] if len(sys.argv) > 1 else "checks").CHECKS
 
 warnings.filterwarnings("ignore")
 results = {}

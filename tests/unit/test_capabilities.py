@@ -59,9 +59,10 @@ def test_unsupported_raises_naming_api_platform_and_way_out(cap_id, plat):
     assert not caps.supported(cap_id, plat)
 
 
-def test_cuda_graph_message_on_cpu():
-    with pytest.raises(CapabilityError, match=r"torch.cuda.CUDAGraph is not available on cpu.*enforce_eager"):
-        cudashim.require("cuda_graphs", "cpu", api="torch.cuda.CUDAGraph")
+def test_cuda_graphs_are_emulated_on_cpu():
+    cudashim.require("cuda_graphs", "cpu", api="torch.cuda.CUDAGraph")  # the emulated device captures them
+    assert caps.entry("cuda_graphs", "cpu").status == caps.E and caps.supported("cuda_graphs", "cpu")
+    assert "CUDASHIM_CPU_BACKEND=device" in caps.entry("cuda_graphs", "cpu").way_out
 
 
 @pytest.mark.parametrize("cap_id,plat", [c for c in CELLS if caps.entry(*c).failure != caps.WARN
@@ -90,10 +91,10 @@ def test_degraded_cells_warn_once_until_reset():
 def test_default_platform_is_the_current_one(monkeypatch):
     monkeypatch.setenv("CUDASHIM_PLATFORM", "cpu")
     with pytest.raises(CapabilityError, match="on cpu"):
-        caps.require("cuda_graphs")
-    caps.require("cuda_graphs", "nvidia")  # an explicit platform beats the current one
+        caps.require("symmetric_memory")
+    caps.require("symmetric_memory", "nvidia")  # an explicit platform beats the current one
     with pytest.raises(CapabilityError, match="on cpu"):
-        caps.require("cuda_graphs", PlatformCPU())  # a Platform instance works too
+        caps.require("symmetric_memory", PlatformCPU())  # a Platform instance works too
 
 
 def test_limits():

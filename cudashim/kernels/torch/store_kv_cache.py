@@ -13,6 +13,20 @@ from ._ue8m0 import quantize_groups
 __all__ = ["store_kv_cache_tl"]
 
 
+def _write_rows(flat: torch.Tensor, rows: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+    """flat[slot] = row for every slot >= 0, in one scatter with no data-dependent shape, so a CUDA
+    graph can capture it (a boolean-mask index would synchronize): skipped rows are pointed at the
+    first kept row's slot with that row's own values, so duplicate indices all write the same bytes."""
+    keep = slot_mapping >= 0
+    slots = slot_mapping.long()
+    first = keep.to(torch.int32).argmax().reshape(1)  # the first kept row (row 0 when none is kept)
+    fslot = slots.index_select(0, first).clamp(min=0)
+    frow = torch.where(keep.index_select(0, first)[:, None], rows.index_select(0, first), flat.index_select(0, fslot))
+    # index_put_, not index_copy_: a device without an in-place index_copy kernel (the emulated one)
+    # runs index_copy_ as a functional copy of the whole cache plus a copy back
+    flat.index_put_((torch.where(keep, slots, fslot),), torch.where(keep[:, None], rows, frow))
+
+
 @functools.lru_cache(maxsize=None)
 def store_kv_cache_tl(
     row_elems: int, block_size: int, *, dtype: str = "bfloat16", fp8: bool = False, group_size: int = 32
@@ -33,12 +47,12 @@ def store_kv_cache_tl(
         check_store_inputs(x, cache, want, block_size)
         rows = x.reshape(-1, row_elems)
         flat = cache.view(-1, row_elems)  # a view: fails loudly on a non-contiguous cache
+        if not fp8:
+            _write_rows(flat, rows, slot_mapping)
+            return
         keep = slot_mapping >= 0
         # index_copy_ with a filtered index keeps this one vectorised scatter, no loop over tokens
         slots = slot_mapping[keep].long()
-        if not fp8:
-            flat.index_copy_(0, slots, rows[keep])
-            return
         check_scale_cache(cache_sf)
         q, sf = quantize_groups(rows[keep], group_size)
         flat.view(torch.uint8).index_copy_(0, slots, q.view(torch.uint8))

@@ -1,0 +1,326 @@
+// CUDA graphs on the emulated device: capture records the dispatcher calls, replay re-runs them.
+//
+// Between capture_begin and capture_end every call that reaches the device's dispatch key (the boxed
+// fallback; the device's own copy_, softmax and c10d kernels call the hooks below) is recorded with its
+// argument IValues: the tensors alias the captured memory, so a replay reads the program's static
+// inputs as they are then and writes the very tensors the program holds (CUDA's static addresses).
+// Replay re-enters the dispatcher at the device key only: no Python, no autograd or
+// inference-mode layers, no argument parsing.
+//
+// What CUDA shows, kept here:
+//  * capture runs nothing a program can see. An operator that only writes its arguments (in-place,
+//    out=, copy_) is recorded and not run, unless it writes only memory allocated during the capture;
+//    a functional operator runs once so its outputs exist with their shapes, in memory only the
+//    graph uses; their contents are defined after a replay.
+//  * the graph's memory (every tensor a recorded call holds) is not given back until reset() or
+//    the graph's end; it counts in memory_allocated()/memory_reserved() meanwhile (the host
+//    allocator has no separate "reserved but free" state: see cudashim/emulated/graphs.py).
+//  * a synchronizing call (.item(), nonzero, a blocking or pageable host copy) raises CUDA's
+//    capture error and invalidates the capture; capture_end then fails as cudaStreamEndCapture does.
+//  * random operators: the device's default generators are graph-safe (registered at
+//    capture_begin): each replay draws new numbers and advances them, as CUDA's Philox offsets
+//    do; another generator must be registered (register_generator) or the call raises CUDA's error.
+#include "shim.h"
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <unordered_set>
+
+#include <ATen/core/GraphImplInterface.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+namespace cudashim {
+namespace {
+
+struct Node {
+  c10::OperatorHandle op;
+  std::vector<c10::IValue> args;
+  // a functional call's captured results: the replay's results are copied into them (empty when the
+  // call writes its own arguments, or when it was rewritten to its out= overload at capture)
+  std::vector<c10::IValue> outs;
+};
+
+std::atomic<uint64_t> g_next_uid{1};
+
+class Graph;
+// the graph being captured. Process-wide, as CUDA's global capture mode: the autograd engine runs a
+// backward's device work on its own thread, and make_graphed_callables captures backward graphs
+std::atomic<Graph*> g_graph{nullptr};
+thread_local int t_running = 0;         // >0: a recorded call runs now (its nested calls are not recorded)
+
+bool is_write(const c10::Argument& a) { return a.alias_info() != nullptr && a.alias_info()->isWrite(); }
+
+// the argument a return aliases (same alias set), or -1
+int aliased_argument(const c10::FunctionSchema& s, const c10::Argument& ret) {
+  if (ret.alias_info() == nullptr) return -1;
+  const auto& args = s.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].alias_info() != nullptr && args[i].alias_info()->beforeSets() == ret.alias_info()->beforeSets()) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// the out= overload of a functional operator taking its arguments then one out tensor per return
+std::optional<c10::OperatorHandle> out_overload(const c10::OperatorHandle& op) {
+  const auto& s = op.schema();
+  for (const auto& r : s.returns()) {
+    if (r.type()->kind() != c10::TypeKind::TensorType) return std::nullopt;
+  }
+  const std::string& ov = s.overload_name();
+  auto h = c10::Dispatcher::singleton().findOp({s.name(), ov.empty() ? "out" : ov + "_out"});
+  if (!h.has_value()) return std::nullopt;
+  const auto& o = h->schema();
+  const size_t n = s.arguments().size(), m = s.returns().size();
+  if (o.arguments().size() != n + m) return std::nullopt;
+  for (size_t i = 0; i < n; ++i) {
+    if (o.arguments()[i].name() != s.arguments()[i].name() || is_write(o.arguments()[i])) return std::nullopt;
+  }
+  for (size_t i = n; i < n + m; ++i) {
+    if (!is_write(o.arguments()[i])) return std::nullopt;
+  }
+  return h;
+}
+
+// A collective (c10d::) returns its Work: Gloo runs it on a thread of its own. The program waited for
+// it at capture (dist.all_reduce does); a replay waits before the next call reads the result.
+void wait_for_work(const torch::jit::Stack& stack) {
+  for (const c10::IValue& v : stack) {
+    if (v.isObject() && v.type()->str() == "__torch__.torch.classes.c10d.Work") v.toCustomClass<c10d::Work>()->wait();
+  }
+}
+
+[[noreturn]] void capture_error(const std::string& what) {
+  // cudaErrorStreamCaptureUnsupported, as PyTorch surfaces it (torch.AcceleratorError)
+  throw c10::AcceleratorError(
+      {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 900,
+      "CUDA error: operation not permitted when stream is capturing\n(" + what +
+          " is not allowed while a CUDA graph is being captured on the emulated device)");
+}
+
+class Graph final : public at::GraphImplInterface {
+ public:
+  explicit Graph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
+  ~Graph() override {
+    if (g_graph.load() == this) g_graph.store(nullptr);
+  }
+
+  void capture_begin(at::MempoolId_t pool, at::GraphCaptureMode /*mode*/) override {
+    TORCH_CHECK(!has_capture_, "This CUDAGraph instance already owns a captured graph. To capture a new graph, "
+                "create a new instance or call reset() on the present instance.");
+    TORCH_CHECK(g_graph.load() == nullptr, "CUDA error: operation not permitted when stream is capturing "
+                "(another capture is under way)");
+    device_ = current_device();
+    pool_ = (pool.first != 0 || pool.second != 0) ? pool : at::MempoolId_t{g_next_uid.fetch_add(1), 0};
+    nodes_.clear();
+    owned_.clear();
+    invalidated_.clear();
+    g_graph.store(this);
+  }
+
+  void capture_end() override {
+    TORCH_CHECK(g_graph.load() == this, "Called CUDAGraph::capture_end without a preceding capture_begin");
+    g_graph.store(nullptr);
+    owned_.clear();
+    if (!invalidated_.empty()) {
+      nodes_.clear();
+      throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 901,
+                                  "CUDA error: operation failed due to a previous error during capture (" +
+                                      invalidated_ + ")");
+    }
+    has_capture_ = true;
+    if (!keep_graph_) instantiate();
+  }
+
+  void instantiate() override {
+    TORCH_CHECK(has_capture_, "Called CUDAGraph::instantiate without a preceding successful capture.");
+    has_exec_ = true;
+  }
+
+  void replay() override {
+    TORCH_CHECK(has_capture_, "Called CUDAGraph::replay without a preceding successful capture.");
+    if (!has_exec_) instantiate();
+    const c10::DispatchKeySet keys(kKey);
+    ++t_running;
+    struct Done {
+      ~Done() { --t_running; }
+    } done;
+    torch::jit::Stack stack;
+    for (const Node& node : nodes_) {
+      stack.assign(node.args.begin(), node.args.end());
+      node.op.redispatchBoxed(keys, &stack);
+      wait_for_work(stack);
+      for (size_t i = 0; i < node.outs.size(); ++i) {
+        if (!node.outs[i].isTensor()) continue;
+        const at::Tensor& dst = node.outs[i].toTensor();
+        const at::Tensor& src = stack[i].toTensor();
+        if (dst.unsafeGetTensorImpl() != src.unsafeGetTensorImpl()) cpu_view(dst, false).copy_(cpu_view(src, false));
+      }
+      stack.clear();
+    }
+  }
+
+  void reset() override {
+    if (g_graph.load() == this) g_graph.store(nullptr);
+    nodes_.clear();
+    has_capture_ = has_exec_ = false;
+  }
+
+  at::MempoolId_t pool() const override { return pool_; }
+  void enable_debug_mode() override { debug_ = true; }
+  void debug_dump(const std::string& path) override {
+    TORCH_CHECK(debug_, "CUDA Graphs debug not enabled, set with [graph].enable_debug_mode()");
+    std::ofstream f(path);
+    for (const Node& n : nodes_) f << n.op.schema() << (n.outs.empty() ? "" : "  [functional]") << "\n";
+  }
+
+  // --- recording (the hooks below) ---
+  c10::DeviceIndex device() const { return device_; }
+  void record(Node node) { nodes_.push_back(std::move(node)); }
+  void own(const at::Tensor& t) {
+    if (t.defined() && t.device().type() == kType) owned_.insert(t.storage().data());
+  }
+  bool owns(const at::Tensor& t) const { return owned_.count(t.storage().data()) != 0; }
+  void invalidate(const std::string& why) {
+    if (invalidated_.empty()) invalidated_ = why;
+  }
+  size_t size() const { return nodes_.size(); }
+
+ private:
+  bool keep_graph_;
+  bool has_capture_ = false, has_exec_ = false, debug_ = false;
+  c10::DeviceIndex device_ = 0;
+  at::MempoolId_t pool_{0, 0};
+  std::vector<Node> nodes_;
+  std::unordered_set<const void*> owned_;  // memory allocated during the capture (contents undefined to the program)
+  std::string invalidated_;
+};
+
+std::mutex g_gen_mutex;
+std::unordered_set<const c10::GeneratorImpl*> g_registered;  // extra generators registered as graph-safe
+
+void check_generator(const c10::IValue& v, c10::DeviceIndex device) {
+  if (!v.isGenerator()) return;
+  const c10::GeneratorImpl* g = v.toGenerator().unsafeGetGeneratorImpl();
+  if (g == default_generator(device).unsafeGetGeneratorImpl()) return;
+  std::lock_guard<std::mutex> lock(g_gen_mutex);
+  TORCH_CHECK(g_registered.count(g) != 0, "Attempt to increase offset for a CUDA generator not in capture mode.");
+}
+
+}  // namespace
+
+bool capturing() { return g_graph.load(std::memory_order_relaxed) != nullptr && t_running == 0; }
+bool capture_underway() { return g_graph.load() != nullptr; }
+
+void capture_refuse(const char* what) {
+  Graph* g = g_graph.load();
+  if (g == nullptr) return;
+  g->invalidate(what);
+  capture_error(what);
+}
+
+bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  Graph* g = g_graph.load();
+  const auto& schema = op.schema();
+  const size_t n = schema.arguments().size();
+  const size_t base = stack->size() - n;
+  Node node{op, std::vector<c10::IValue>(stack->begin() + base, stack->end()), {}};
+  for (const auto& v : node.args) check_generator(v, g->device());
+
+  // an operator whose every return is one of the arguments it writes: recorded, not run
+  bool writes_only = false;
+  for (const auto& a : schema.arguments()) writes_only = writes_only || is_write(a);
+  std::vector<int> aliased;
+  for (const auto& r : schema.returns()) {
+    const int i = aliased_argument(schema, r);
+    writes_only = writes_only && i >= 0;
+    aliased.push_back(i);
+  }
+  // ... and run now as well when it writes only the capture's own memory, whose contents the program
+  // cannot see yet: the capture's later calls then read what eager execution would give them (an
+  // index computed inside the capture stays in range)
+  if (writes_only) {
+    bool own = true;
+    for (size_t i = 0; i < n && own; ++i) {
+      if (!is_write(schema.arguments()[i])) continue;
+      const c10::IValue& v = node.args[i];
+      if (v.isTensor()) {
+        own = g->owns(v.toTensor());
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) own = own && g->owns(t);
+      }
+    }
+    if (!own) {
+      stack->erase(stack->begin() + base, stack->end());
+      for (int i : aliased) stack->push_back(node.args[i]);
+      g->record(std::move(node));
+      return true;
+    }
+  }
+
+  // a functional operator: run once now (its outputs get their shapes), then replayed
+  ++t_running;
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(kKey), stack);
+  } catch (...) {
+    --t_running;
+    g->invalidate(schema.name());
+    throw;
+  }
+  --t_running;
+  const size_t m = schema.returns().size();
+  std::vector<c10::IValue> outs(stack->end() - m, stack->end());
+  for (const auto& o : outs) {
+    if (o.isTensor()) g->own(o.toTensor());
+  }
+  auto out = writes_only ? std::nullopt : out_overload(op);
+  if (out.has_value()) {  // replay writes the captured outputs directly
+    node.op = *out;
+    for (auto& o : outs) node.args.push_back(o);
+  } else if (!writes_only) {
+    node.outs = std::move(outs);
+  }
+  g->record(std::move(node));
+  return true;
+}
+
+bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  const bool self_dev = self.device().type() == kType, src_dev = src.device().type() == kType;
+  if (self_dev != src_dev) {
+    const at::Tensor& host = self_dev ? src : self;
+    if (!non_blocking) capture_refuse("a blocking copy between host and device (it synchronizes)");
+    if (!is_pinned_ptr(host.storage().data())) capture_refuse("a copy between the device and pageable host memory");
+  }
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  Graph* g = g_graph.load();
+  g->record(Node{op, {self, src, non_blocking}, {}});
+  return self_dev && g->owns(self);
+}
+
+at::Tensor capture_call(const char* name, std::vector<c10::IValue> args) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  torch::jit::Stack stack(std::move(args));
+  capture_boxed(op, &stack);
+  return stack.back().toTensor();
+}
+
+at::Tensor capture_note(at::Tensor t) {
+  Graph* g = g_graph.load(std::memory_order_relaxed);
+  if (C10_UNLIKELY(g != nullptr)) g->own(t);
+  return t;
+}
+
+void register_generator(const at::Generator& g) {
+  std::lock_guard<std::mutex> lock(g_gen_mutex);
+  g_registered.insert(g.unsafeGetGeneratorImpl());
+}
+
+}  // namespace cudashim
+
+namespace at {
+// at::accelerator::Graph (torch.accelerator.Graph) finds this by the device type's name
+C10_REGISTER_TYPED_CLASS(GraphImplRegistry, c10::DeviceTypeName(cudashim::kType, false), cudashim::Graph)
+}  // namespace at

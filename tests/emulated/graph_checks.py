@@ -1,0 +1,323 @@
+"""CUDA graph semantics, written as plain CUDA code: each check passes on a real GPU and must pass on
+the emulated device (issue 18). test_graphs.py runs them on the emulated device, and with no shim
+where torch.cuda is really available, so CUDA itself is the oracle.
+
+Each check raises when the semantics differ; they share one process and leave no capture open.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+CHECKS: dict[str, Callable[[], None]] = {}
+_CAPTURE_ERROR = "operation not permitted when stream is capturing"
+
+
+def check(fn: Callable[[], None]) -> Callable[[], None]:
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def _chain(e: BaseException) -> str:
+    """The error and what it was raised during (torch.cuda.graph's exit raises over the body's error)."""
+    parts = []
+    while e is not None:
+        parts.append(f"{type(e).__name__}: {e}")
+        e = e.__context__
+    return " <- ".join(parts)
+
+
+def _capture_fails(body: Callable[[], None]) -> str:
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            body()
+    except RuntimeError as e:
+        return _chain(e)
+    raise AssertionError("the capture went through")
+
+
+@check
+def static_input_updated_in_place_between_replays() -> None:
+    static_x = torch.zeros(8, device="cuda")
+    w = torch.arange(8, dtype=torch.float32, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = static_x * w + 1
+    for v in (1.0, 2.0, -3.0):
+        static_x.copy_(torch.full((8,), v, device="cuda"))
+        g.replay()
+        assert torch.equal(static_y, torch.arange(8, dtype=torch.float32, device="cuda") * v + 1), (v, static_y)
+
+
+@check
+def capture_runs_no_in_place_work() -> None:
+    x = torch.ones(4, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        x.add_(1)
+        x.mul_(3)
+    torch.cuda.synchronize()
+    assert x.tolist() == [1.0] * 4, f"capture changed a tensor: {x.tolist()}"
+    g.replay()
+    assert x.tolist() == [6.0] * 4
+    g.replay()
+    assert x.tolist() == [21.0] * 4
+
+
+@check
+def outputs_keep_their_address_across_replays() -> None:
+    x = torch.randn(16, 16, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = torch.relu(x @ x.t()).sum(dim=1)
+    ptr = y.data_ptr()
+    g.replay()
+    first = y.clone()
+    x.mul_(2)
+    g.replay()
+    assert y.data_ptr() == ptr
+    torch.testing.assert_close(y, first * 4)
+    torch.testing.assert_close(y, torch.relu(x @ x.t()).sum(dim=1))
+
+
+@check
+def index_computed_inside_the_capture() -> None:
+    table = torch.arange(10, dtype=torch.float32, device="cuda") * 10
+    idx = torch.tensor([3, -1, 7], dtype=torch.int32, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = table.index_select(0, idx.long().clamp(min=0))  # a cast, then an index: valid at capture too
+    g.replay()
+    assert out.tolist() == [30.0, 0.0, 70.0]
+    idx.copy_(torch.tensor([9, 0, -5], dtype=torch.int32, device="cuda"))
+    g.replay()
+    assert out.tolist() == [90.0, 0.0, 0.0]
+
+
+@check
+def softmax_follows_updated_inputs() -> None:
+    x = torch.zeros(2, 5, device="cuda", dtype=torch.bfloat16)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        p = torch.softmax(x.float(), dim=-1)
+        lp = torch.log_softmax(x, dim=-1)
+    x.copy_(torch.arange(10, device="cuda").reshape(2, 5).to(torch.bfloat16))
+    g.replay()
+    torch.testing.assert_close(p, torch.softmax(x.float(), dim=-1))
+    torch.testing.assert_close(lp, torch.log_softmax(x, dim=-1))
+
+
+@check
+def two_graphs_share_a_pool() -> None:
+    x = torch.zeros(32, device="cuda")
+    outs = {}
+    graphs = {}
+    pool = None
+    for bs in (32, 8, 1):  # nano-vllm's order: the largest batch first, one pool for all
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool):
+            outs[bs] = (x[:bs] * 2).cumsum(0) + bs
+        if pool is None:
+            pool = g.pool()
+        graphs[bs] = g
+    for step in range(3):
+        x.copy_(torch.arange(32, dtype=torch.float32, device="cuda") + step)
+        for bs in (1, 8, 32):
+            graphs[bs].replay()
+            want = ((torch.arange(bs, dtype=torch.float32, device="cuda") + step) * 2).cumsum(0) + bs
+            assert torch.equal(outs[bs], want), (bs, step)
+
+
+@check
+def graph_pool_handle_shared_by_two_graphs() -> None:
+    pool = torch.cuda.graph_pool_handle()
+    a = torch.ones(4, device="cuda")
+    g1, g2 = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g1, pool=pool):
+        b = a + 1
+    with torch.cuda.graph(g2, pool=pool):
+        c = b * 10
+    g1.replay()
+    g2.replay()
+    assert c.tolist() == [20.0] * 4 and b.tolist() == [2.0] * 4
+
+
+@check
+def replay_after_reset_raises() -> None:
+    x = torch.ones(2, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        x.add_(1)
+    g.replay()
+    g.reset()
+    try:
+        g.replay()
+    except RuntimeError as e:
+        assert "without a preceding successful capture" in str(e), _chain(e)
+    else:
+        raise AssertionError("replay after reset() ran")
+    assert x.tolist() == [2.0, 2.0]
+
+
+@check
+def replay_before_capture_raises() -> None:
+    try:
+        torch.cuda.CUDAGraph().replay()
+    except RuntimeError as e:
+        assert "without a preceding successful capture" in str(e), _chain(e)
+    else:
+        raise AssertionError("an empty graph replayed")
+
+
+@check
+def keep_graph_then_instantiate() -> None:
+    x = torch.zeros(3, device="cuda")
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        x.add_(2)
+    g.instantiate()
+    g.replay()
+    h = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(h):
+        x.mul_(5)
+    h.replay()  # instantiated by the first replay
+    assert x.tolist() == [10.0] * 3
+
+
+@check
+def is_current_stream_capturing() -> None:
+    assert not torch.cuda.is_current_stream_capturing()
+    seen = []
+    g = torch.cuda.CUDAGraph()
+    x = torch.zeros(1, device="cuda")
+    with torch.cuda.graph(g):
+        seen.append(torch.cuda.is_current_stream_capturing())
+        x.add_(1)
+    assert seen == [True] and not torch.cuda.is_current_stream_capturing()
+
+
+@check
+def item_in_capture_raises() -> None:
+    x = torch.ones(3, device="cuda")
+    msg = _capture_fails(lambda: x.sum().item())
+    assert _CAPTURE_ERROR in msg, msg
+
+
+@check
+def synchronize_in_capture_raises() -> None:
+    x = torch.ones(3, device="cuda")
+
+    def body() -> None:
+        x.add_(1)
+        torch.cuda.synchronize()
+
+    msg = _capture_fails(body)
+    assert _CAPTURE_ERROR in msg, msg
+
+
+@check
+def pageable_host_copy_in_capture_raises() -> None:
+    dev = torch.zeros(4, device="cuda")
+    host = torch.ones(4)  # pageable
+    msg = _capture_fails(lambda: dev.copy_(host, non_blocking=True))
+    assert _CAPTURE_ERROR in msg, msg
+
+
+@check
+def capture_usable_after_a_failed_capture() -> None:
+    x = torch.ones(3, device="cuda")
+    _capture_fails(lambda: x.sum().item())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        x.add_(1)
+    g.replay()
+    assert x.tolist() == [2.0] * 3
+
+
+@check
+def pinned_host_copy_is_read_at_replay() -> None:
+    dev = torch.zeros(4, device="cuda")
+    host = torch.zeros(4).pin_memory()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dev.copy_(host, non_blocking=True)
+        out = dev * 2
+    for v in (3.0, 7.0):
+        host.fill_(v)
+        g.replay()
+        torch.cuda.synchronize()
+        assert out.tolist() == [2 * v] * 4, (v, out.tolist())
+
+
+@check
+def random_numbers_change_every_replay() -> None:
+    torch.cuda.manual_seed(0)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        r = torch.rand(64, device="cuda")
+    g.replay()
+    a = r.clone()
+    g.replay()
+    b = r.clone()
+    assert not torch.equal(a, b), "two replays drew the same numbers"
+    assert bool(((a >= 0) & (a < 1)).all()) and bool(((b >= 0) & (b < 1)).all())
+
+
+@check
+def graph_memory_counts_until_the_graph_goes() -> None:
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    x = torch.ones(1 << 20, device="cuda")  # 4 MiB
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = (x * 2) + 1  # an intermediate and an output of 4 MiB each, from the graph's pool
+    assert torch.cuda.memory_reserved() - before >= 3 * (4 << 20)
+    g.replay()
+    assert y[0].item() == 3.0
+    del g, y, x
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_allocated() == before
+
+
+@check
+def make_graphed_callables_forward_and_backward() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).cuda()
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).cuda()
+    ref.load_state_dict(model.state_dict())
+    sample = torch.randn(5, 8, device="cuda", requires_grad=True)
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))
+    for _ in range(3):
+        # grads set to None each step, as torch's docs do: the first accumulation may take the graph's
+        # static gradient buffer itself as .grad
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        inp = torch.randn(5, 8, device="cuda")
+        a = inp.clone().requires_grad_(True)
+        b = inp.clone().requires_grad_(True)
+        out = graphed(a)
+        torch.testing.assert_close(out, ref(b))
+        out.pow(2).sum().backward()
+        ref(b).pow(2).sum().backward()
+        torch.testing.assert_close(a.grad, b.grad)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+
+
+@check
+def accelerator_graph() -> None:
+    if not hasattr(torch.accelerator, "Graph"):
+        return  # torch < 2.12 has no torch.accelerator.Graph
+    x = torch.zeros(4, device="cuda")
+    s = torch.Stream(device="cuda")
+    g = torch.accelerator.Graph()
+    with s, g:
+        x += 1
+    assert x.tolist() == [0.0] * 4
+    g.replay()
+    g.replay()
+    assert x.tolist() == [2.0] * 4

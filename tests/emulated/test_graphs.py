@@ -1,0 +1,46 @@
+"""CUDA graph semantics of the emulated device (issue 18): graph_checks.py in one fresh interpreter,
+one test per check. On an NVIDIA machine the same checks run on real CUDA graphs (see tests/fixtures/emulated_run.py),
+so CUDA is the oracle for every observable result asserted here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from emulated_run import HERE, REAL_CUDA, run_python
+
+CHECK_NAMES = [
+    "static_input_updated_in_place_between_replays", "capture_runs_no_in_place_work",
+    "outputs_keep_their_address_across_replays", "index_computed_inside_the_capture",
+    "softmax_follows_updated_inputs",
+    "two_graphs_share_a_pool", "graph_pool_handle_shared_by_two_graphs",
+    "replay_after_reset_raises", "replay_before_capture_raises", "keep_graph_then_instantiate",
+    "is_current_stream_capturing", "item_in_capture_raises", "synchronize_in_capture_raises",
+    "pageable_host_copy_in_capture_raises", "capture_usable_after_a_failed_capture",
+    "pinned_host_copy_is_read_at_replay", "random_numbers_change_every_replay",
+    "graph_memory_counts_until_the_graph_goes", "make_graphed_callables_forward_and_backward", "accelerator_graph",
+]
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    proc = run_python([str(HERE / "_runner.py"), "graph_checks"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+
+
+def test_every_check_is_listed(results: dict) -> None:
+    assert sorted(results) == sorted(CHECK_NAMES)
+
+
+@pytest.mark.parametrize("name", CHECK_NAMES)
+def test_check(results: dict, name: str) -> None:
+    assert results[name]["ok"], results[name]["detail"]
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="real CUDA runs Inductor's CUDA graph trees")
+def test_reduce_overhead_is_refused_with_the_capability_error() -> None:
+    proc = run_python([str(HERE / "_reduce_overhead.py")])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "CapabilityError" in proc.stdout and 'mode="default"' in proc.stdout and "cuda_graphs" in proc.stdout, proc.stdout
