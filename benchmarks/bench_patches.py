@@ -140,7 +140,7 @@ def bench_bailout() -> float:
     sys.path.insert(0, str(REPO))
     from cudashim.config import Config
     from cudashim import patches
-    from cudashim.patches import _hook
+    from cudashim import importhook as _hook
 
     patches.install(Config(), "cpu")
     number = 200_000

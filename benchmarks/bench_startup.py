@@ -155,9 +155,10 @@ def _pass_section(py: str, pkg: Path, rounds: int, label: str, against: Path | N
 
 
 # the bootstrap's imports, in the order it reaches them, then the work itself (tests/subprocess/
-# test_startup_imports.py checks which modules these pull in; the patches package is not among them:
+# test_startup_imports.py checks which modules these pull in; the patch registry is not among them:
 # the hook is armed at start-up and loads when torch or a patch target is first looked up)
-_STEPS = ["cudashim", "cudashim.envs", "cudashim._bootstrap", "cudashim.config", "cudashim.hardware"]
+_STEPS = ["cudashim", "cudashim.envs", "cudashim._bootstrap", "cudashim._state", "cudashim.platform",
+          "cudashim.config", "cudashim.importhook", "cudashim.patches.packs", "cudashim.hardware"]
 _BREAKDOWN = """
 import importlib, sys, time
 out = []
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ratio {paired:.3f} (median of per-round ratios); of medians {ratio:.3f} wall, {ratio_cpu:.3f} CPU; "
                   f"of minima {ratio_min:.3f}; goal <= 1.03: {'met' if paired <= 1.03 else 'NOT met'}")
             # what the shim can add, counted rather than timed: one finder miss per module lookup
-            probe = ("import sys, time\nfrom cudashim.patches._hook import FINDER\nn = 0\n"
+            probe = ("import sys, time\nfrom cudashim.importhook import FINDER\nn = 0\n"
                      "class C:\n    def find_spec(self, *a):\n        global n; n += 1\n"
                      "sys.meta_path.insert(0, C())\nimport torch\nt = time.perf_counter()\n"
                      "for _ in range(100000): FINDER.find_spec('torch._not_watched')\n"

@@ -9,7 +9,7 @@ through the module __getattr__ below (a subprocess test proves it).
 # each module costs ~0.1 ms. Annotations naming typing's names are strings; the errors resolve lazily.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Callable
+    from typing import Any
 
     from .errors import (
         CapabilityError,
@@ -22,25 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __version__ = "0.1.0"
 
-# The reset registry behind cudashim._state (which re-exports these as on_reset and reset; see there).
-# Kept here because the bootstrap's modules register with it in every shimmed interpreter, and this
-# package is imported first anyway: a module of its own was one more import (~0.1 ms) per start-up.
-_resetters: "list[Callable[[], None]]" = []
-
-
-def _on_reset(fn: "Callable[[], None]") -> "Callable[[], None]":
-    """Register fn to run on reset(); usable as a decorator. Registering twice is a no-op."""
-    if fn not in _resetters:
-        _resetters.append(fn)
-    return fn
-
-
-def _reset() -> None:
-    """Undo every piece of process state the shim holds (tests only; newest registration first)."""
-    for fn in reversed(_resetters):
-        fn()
-
-
 __all__ = [
     "PLATFORM",
     "get_platform",
@@ -48,6 +29,7 @@ __all__ = [
     "deactivate",
     "original",
     "require",
+    "status",
     "CudashimError",
     "CapabilityError",
     "ConfigError",
@@ -58,12 +40,13 @@ __all__ = [
 
 # name -> (module, attribute, call it?)
 _LAZY: dict[str, tuple[str, str, bool]] = {
-    "PLATFORM": ("cudashim.platform", "get_platform", True),
-    "get_platform": ("cudashim.platform", "get_platform", False),
+    "PLATFORM": ("cudashim.platform.contract", "get_platform", True),
+    "get_platform": ("cudashim.platform.contract", "get_platform", False),
     "activate": ("cudashim._bootstrap", "activate", False),
     "deactivate": ("cudashim._bootstrap", "deactivate", False),
-    "original": ("cudashim.patches", "original", False),
-    "require": ("cudashim.capabilities", "require", False),
+    "status": ("cudashim._bootstrap", "status", False),
+    "original": ("cudashim.patches._patch", "original", False),
+    "require": ("cudashim.platform.capabilities", "require", False),
 }
 # the error classes: the same objects as cudashim.errors' (`cudashim.ConfigError is
 # cudashim.errors.ConfigError`), imported on first use, not in every shimmed start-up
@@ -79,7 +62,7 @@ def __getattr__(name: str) -> "Any":
     from importlib import import_module
 
     value = getattr(import_module(module), attr)
-    # PLATFORM is not cached here: get_platform() caches, and tests reset it through _state.reset()
+    # PLATFORM is not cached here: get_platform() caches, and tests reset it through cudashim._state.reset()
     return value() if call else value
 
 

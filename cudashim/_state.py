@@ -1,12 +1,28 @@
-"""All mutable process state of the shim lives here, so tests can put it back with reset().
+"""The reset registry: every module that keeps process state registers how to put it back.
 
-Modules that keep state register a reset callback with on_reset(); reset() runs them newest first.
-The registry itself is defined in the package (cudashim/__init__.py), which every shimmed interpreter
-imports first anyway: modules on the bootstrap path register there directly, one import fewer.
+Modules that keep state register a callback with on_reset(); reset() runs them newest first (tests
+use it through cudashim.status()'s neighbour `cudashim._state.reset`). The bootstrap and hardware
+detection register here in every shimmed interpreter, so this module imports nothing.
 """
 
-from __future__ import annotations
-
-from . import _on_reset as on_reset, _reset as reset
+# no typing or `from __future__ import annotations` here: this module is on the start-up path
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Callable
 
 __all__ = ["on_reset", "reset"]
+
+_resetters: "list[Callable[[], None]]" = []
+
+
+def on_reset(fn: "Callable[[], None]") -> "Callable[[], None]":
+    """Register fn to run on reset(); usable as a decorator. Registering twice is a no-op."""
+    if fn not in _resetters:
+        _resetters.append(fn)
+    return fn
+
+
+def reset() -> None:
+    """Undo every piece of process state the shim holds (tests only; newest registration first)."""
+    for fn in reversed(_resetters):
+        fn()

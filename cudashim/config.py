@@ -16,10 +16,12 @@ from . import envs
 from .envs import _Record as Record
 
 # Every shimmed interpreter runs load_config() before user code, and almost always finds no file:
-# that path uses os.path only. Reading and checking a found file is cudashim._config_file's (with
-# pathlib and tomllib), cudashim.errors is imported where an error is raised, and dataclasses, typing
-# and `from __future__ import annotations` not at all (Record; annotations naming Path or typing's
-# names are strings).
+# that path uses os.path only. pathlib, tomllib and importlib are imported by the functions that read
+# and check a found file, cudashim.errors where an error is raised, and dataclasses, typing and
+# `from __future__ import annotations` not at all (Record; annotations naming Path or typing's names
+# are strings). Plain data: no detection, no platform names and no built-in packs; what names a
+# platform or a pack is checked where those live (cudashim.platform.resolve_platform_name checks
+# `platform`, cudashim.patches.check_config the sub-tables and `disable`), with the same file/key errors.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -28,48 +30,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from .errors import ConfigError
 
 __all__ = [
-    "PACKS",
-    "target_modules",
     "Config",
     "PatchEntry",
-    "PLATFORMS",
     "find_config_file",
     "load_config",
+    "read_config",
     "parse_config",
-    "resolve_platform_name",
 ]
 
-PLATFORMS = ("ascend", "nvidia", "cpu")
 _KEYS = ("platform", "patches", "disable")
-
-# ---------------------------------------------------------------------------------------------------
-# Built-in patch packs, as data: CUDA-only symbols the shim knows how to replace, the patch maps every
-# project gets beside its own (cudashim.patches applies both; re-exported there).
-#
-# A pack is switched off as a whole by naming it in `disable` (config) or CUDASHIM_DISABLE_PATCHES;
-# a single target by naming its "module:symbol".
-# On `nvidia` a built-in patch applies only where its target module is not installed (the real
-# kernel wins); on `cpu` and `ascend` it always applies.
-
-_FA = "cudashim.npu_ops.flash_attn"
-
-PACKS: dict[str, dict[str, str]] = {
-    "flash_attn": {
-        "flash_attn:flash_attn_func": f"{_FA}:flash_attn_func",
-        "flash_attn:flash_attn_varlen_func": f"{_FA}:flash_attn_varlen_func",
-        "flash_attn:flash_attn_with_kvcache": f"{_FA}:flash_attn_with_kvcache",
-        "flash_attn.flash_attn_interface:flash_attn_func": f"{_FA}:flash_attn_func",
-        "flash_attn.flash_attn_interface:flash_attn_varlen_func": f"{_FA}:flash_attn_varlen_func",
-        "flash_attn.flash_attn_interface:flash_attn_with_kvcache": f"{_FA}:flash_attn_with_kvcache",
-    },
-    "flash_attn_cute": {
-        "flash_attn.cute.interface:_flash_attn_fwd": "cudashim.npu_ops.flash_attn_cute:_flash_attn_fwd",
-    },
-    "deep_select": {
-        "deep_select.interface:topk": "cudashim.npu_ops.deep_select:topk",
-    },
-}
-
 
 class PatchEntry(Record):
     """One line of a patch map: target "module:symbol" → replacement "module:symbol"."""
@@ -84,27 +53,16 @@ class PatchEntry(Record):
 class Config(Record):
     """Config(path=None, platform=None, patches=(), disable=frozenset())."""
 
-    __slots__ = ("path", "platform", "patches", "disable")
-    _defaults = {"path": None, "platform": None, "patches": (), "disable": frozenset()}
+    __slots__ = ("path", "platform", "patches", "disable", "env_disable")
+    _defaults = {"path": None, "platform": None, "patches": (), "disable": frozenset(), "env_disable": frozenset()}
     path: "Path | None"
     platform: str | None
     patches: tuple[PatchEntry, ...]
-    disable: frozenset[str]
+    disable: frozenset[str]  # the file's `disable` and CUDASHIM_DISABLE_PATCHES together
+    env_disable: frozenset[str]  # what CUDASHIM_DISABLE_PATCHES added (error messages name the source)
 
     def patches_for(self, platform: str) -> tuple[PatchEntry, ...]:
         return tuple(p for p in self.patches if p.platform in (None, platform))
-
-
-def target_modules(config: Config, platform: str, packages: bool = False) -> set[str]:
-    """The modules holding a patch target active on `platform`: the built-in packs' and the config's,
-    less what `disable` names; with `packages`, the packages above them too (looked up first)."""
-    disabled = config.disable
-    targets = {t for pack, mapping in PACKS.items() if pack not in disabled for t in mapping if t not in disabled}
-    targets.update(e.target for e in config.patches_for(platform) if e.target not in disabled)
-    modules = {t.split(":")[0] for t in targets}
-    if packages:
-        modules.update(m.rsplit(".", i)[0] for m in list(modules) for i in range(1, m.count(".") + 1))
-    return modules
 
 
 def _as_path(path: str | os.PathLike[str]) -> "Path":
@@ -160,29 +118,13 @@ def find_config_file(start: str | os.PathLike[str] | None = None,
     return None if found is None else _as_path(found)
 
 
-def __getattr__(name: str) -> "Any":
-    if name == "parse_config":  # public, with the rest of the file checks in cudashim._config_file
-        from ._config_file import parse_config
-
-        return parse_config
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _with_env_disable(config: Config, environ: "Mapping[str, str] | None") -> Config:
     extra = envs.get("CUDASHIM_DISABLE_PATCHES", environ)
     if not extra:
         return config
-    from ._config_file import known_disable_names, unknown_disable
-
-    known = known_disable_names(config.patches)
-    for name in extra:  # type: ignore[union-attr]
-        if name not in known:
-            problem, fix = unknown_disable(name)
-            where = f" (config: {config.path})" if config.path else ""
-            from .errors import ConfigError
-
-            raise ConfigError(f"CUDASHIM_DISABLE_PATCHES: {problem}{where}; {fix}, or unset it")
-    return config._replace(disable=config.disable | frozenset(extra))  # type: ignore[return-value]
+    # whether each name means anything is cudashim.patches' to say (it holds the built-in packs)
+    return config._replace(disable=config.disable | frozenset(extra),  # type: ignore[return-value]
+                           env_disable=frozenset(extra))
 
 
 def load_config(start: str | os.PathLike[str] | None = None, path: str | os.PathLike[str] | None = None,
@@ -195,36 +137,133 @@ def load_config(start: str | os.PathLike[str] | None = None, path: str | os.Path
     found = _as_path(path) if path is not None else find_config_file(start, environ)
     if found is None:
         return _with_env_disable(Config(), environ)
-    from ._config_file import read_config  # only a found file needs the TOML reader and the checks
-
     return _with_env_disable(read_config(found), environ)
 
 
 # ---------------------------------------------------------------------------------------------------
-# Which platform this process runs on. Here rather than in platform.py because the bootstrap asks it
-# in every shimmed interpreter before user code, and platform.py's Platform classes need enum (with it
-# functools, collections, re...), which the answer does not; and here rather than in a module of its
-# own because the bootstrap imports this module anyway, while one module more costs ~0.1 ms of every
-# shimmed start-up. cudashim.platform (and cudashim._platform_name) re-export it. No torch.
+# Reading and checking a found file (almost no shimmed start-up gets here). Every malformed input
+# raises ConfigError naming the file, the key and the fix.
 
-_FOUND = {"ascend": "an Ascend NPU was found", "nvidia": "an NVIDIA GPU was found",
-          "cpu": "no Ascend NPU or NVIDIA GPU was found"}
+def read_config(found: "Path") -> Config:
+    """The Config of the file `found` (its [tool.cudashim] table, or a cudashim.toml's top level)."""
+    try:
+        import tomllib as _toml
+    except ModuleNotFoundError:  # pragma: no cover - 3.10
+        import tomli as _toml  # type: ignore[no-redef]
+
+    try:
+        with open(found, "rb") as f:
+            doc = _toml.load(f)
+    except _toml.TOMLDecodeError as e:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{found}: not valid TOML ({e}); fix the syntax at that line") from None
+    except OSError as e:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{found}: cannot be read ({e.strerror}); check the path and its permissions") from None
+    if found.name == "pyproject.toml":
+        table = doc.get("tool", {}).get("cudashim", {})
+    else:  # cudashim.toml: keys at top level, or under [tool.cudashim] for symmetry
+        table = doc.get("tool", {}).get("cudashim", doc) if "tool" in doc else doc
+    return parse_config(table, found)
 
 
-def resolve_platform_name(config: "Any" = None, environ: "Mapping[str, str] | None" = None) -> tuple[str, str]:
-    """(name, why): CUDASHIM_PLATFORM, else the config's `platform`, else hardware detection. No torch."""
-    override = envs.get("CUDASHIM_PLATFORM", environ)
-    if override:
-        return str(override), f"CUDASHIM_PLATFORM={envs.raw('CUDASHIM_PLATFORM', environ)} overrides detection"
-    if config is None:
-        config = load_config(environ=environ)
-    if getattr(config, "platform", None):
-        return config.platform, f"platform = {config.platform!r} in {config.path}"
-    from .hardware import accelerator_kind
+def _fail(path: "Path", key: str, problem: str, fix: str) -> "ConfigError":
+    from .errors import ConfigError
 
-    # an explicit environ is the whole environment: its CUDASHIM_SYSROOT (or '/'), not the process's
-    root = (envs.get("CUDASHIM_SYSROOT", environ) or "/") if environ is not None else None
-    kind = accelerator_kind(root)
-    where = root or envs.get("CUDASHIM_SYSROOT") or "/"
-    what = _FOUND.get(kind, f"detection said {kind!r}")
-    return kind, f"{what} (hardware detection under {where}; checked in order ascend, nvidia, cpu)"
+    return ConfigError(f"{path}: [{key}] {problem}; {fix}")
+
+
+def _check_ref(path: "Path", key: str, ref: "Any", what: str) -> str:
+    if not isinstance(ref, str):
+        raise _fail(path, key, f"{what} {ref!r} is a {type(ref).__name__}, not a string",
+                    'quote it: "package.module:symbol"')
+    if ref.count(":") != 1:
+        raise _fail(path, key, f"{what} {ref!r} is not of the form \"module:symbol\"",
+                    'write it as "package.module:symbol"')
+    mod, sym = ref.split(":")
+    if not mod or not sym or not all(p.isidentifier() for p in mod.split(".")) or not all(
+        p.isidentifier() for p in sym.split(".")
+    ):
+        raise _fail(path, key, f"{what} {ref!r} is not a valid module path and symbol",
+                    'use dotted identifiers without spaces, e.g. "flash_attn:flash_attn_varlen_func"')
+    return ref
+
+
+def _importable(top: str, folders: "list[Path]") -> bool:
+    """Cheap existence check of a top-level module: find_spec only, nothing is imported."""
+    import importlib.machinery
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec(top) is not None:
+            return True
+    except (ImportError, ValueError):
+        return False
+    # a project-local replacement next to the config file: sys.path does not hold its folder yet
+    # while the bootstrap runs (site import comes before the script's folder is put on sys.path)
+    return importlib.machinery.PathFinder.find_spec(top, [str(f) for f in folders]) is not None
+
+
+def _check_replacement(path: "Path", key: str, target: str, repl: str) -> None:
+    if repl == target:
+        raise _fail(path, key, f"{target!r} is replaced by itself", "point it at a different module:symbol, or delete the line")
+    top = repl.split(":")[0].split(".")[0]
+    if not _importable(top, [path.parent, _as_path(os.getcwd())]):
+        raise _fail(path, key, f"replacement {repl!r} cannot exist: no module named {top!r} is importable",
+                    f"install {top!r} or put it on PYTHONPATH, or fix the module path")
+
+
+def parse_config(data: "Mapping[str, Any]", path: "Path") -> Config:
+    """Validate the [tool.cudashim] table (already extracted) from `path`."""
+    from collections.abc import Mapping
+
+    if not isinstance(data, Mapping):
+        raise _fail(path, "tool.cudashim", "is not a table", "write it as a [tool.cudashim] section")
+    for key in data:
+        if key not in _KEYS:
+            raise _fail(path, f"tool.cudashim.{key}", "unknown key", f"use one of {', '.join(_KEYS)}")
+    platform = data.get("platform")
+    if platform is not None and not isinstance(platform, str):
+        raise _fail(path, "tool.cudashim.platform", f"{platform!r} is a {type(platform).__name__}, not a string",
+                    'write platform = "cpu" (a platform name: see cudashim.platform.PLATFORMS)')
+    patches: list[PatchEntry] = []
+    raw_patches = data.get("patches", {})
+    if not isinstance(raw_patches, Mapping):
+        raise _fail(path, "tool.cudashim.patches", "is not a table", 'write entries as "module:symbol" = "replacement.module:symbol"')
+    # target -> key of its line: a target may appear once for all platforms, or once per platform
+    generic: dict[str, str] = {}
+    specific: dict[tuple[str, str], str] = {}
+
+    def add(target: "Any", repl: "Any", plat: "str | None", key: str) -> None:
+        _check_ref(path, key, target, "target")
+        _check_ref(path, key, repl, "replacement")
+        if target.split(":")[0].split(".")[0] == "cudashim":
+            raise _fail(path, key, f"target {target!r} is part of cudashim itself", "patch the CUDA-only module the program imports, not the shim")
+        if plat is None:
+            other = generic.get(target) or next((k for (t, _), k in specific.items() if t == target), None)
+        else:
+            other = generic.get(target) or specific.get((target, plat))
+        if other is not None:
+            raise _fail(path, key, f"target {target!r} is given twice (also at [{other}])",
+                        "keep one line per target: either for every platform or under each platform sub-table")
+        if plat is None:
+            generic[target] = key
+        else:
+            specific[(target, plat)] = key
+        _check_replacement(path, key, target, repl)
+        patches.append(PatchEntry(target, repl, plat, f"{path}:{key}"))
+
+    for k, v in raw_patches.items():
+        if isinstance(v, Mapping):  # a per-platform sub-table; whether k names a platform is checked
+            for tk, tv in v.items():  # where the names are known (cudashim.patches.check_config)
+                add(tk, tv, k, f"tool.cudashim.patches.{k}.\"{tk}\"")
+        elif str(k).isidentifier():  # a bare name, not a "module:symbol" target: meant as a sub-table
+            raise _fail(path, f"tool.cudashim.patches.{k}", "is not a table", f"write it as [tool.cudashim.patches.{k}]")
+        else:
+            add(k, v, None, f"tool.cudashim.patches.\"{k}\"")
+    disable = data.get("disable", [])
+    if not isinstance(disable, list) or not all(isinstance(d, str) for d in disable):
+        raise _fail(path, "tool.cudashim.disable", f"{disable!r} is not a list of strings", 'write it as disable = ["module:symbol", "pack-name"]')
+    return Config(path=path, platform=platform, patches=tuple(patches), disable=frozenset(disable))

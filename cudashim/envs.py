@@ -36,7 +36,7 @@ __all__ = [
 # A small immutable record: what `@dataclass(frozen=True)` gives, without importing dataclasses
 # (which alone pulls in inspect, ast, dis and tokenize). It lives here rather than in a module of its
 # own because this is the first module on the bootstrap path that needs it (Var, EnvRule) and one
-# module fewer to import is ~0.1 ms of every shimmed start-up; cudashim._record re-exports it as Record.
+# module fewer to import is ~0.1 ms of every shimmed start-up; hardware.nvidia and config use it as Record.
 # A subclass names its fields in `__slots__` and optional defaults in `_defaults`; it gets
 # positional/keyword construction with dataclass-style TypeErrors, equality and hashing by value
 # (same class only), a dataclass-style repr, `_replace()`, and pickling/copying.
@@ -170,6 +170,8 @@ _READ_ROWS: "dict[str, tuple[Callable[[str, str], object], object, str]]" = {
     "CUDASHIM_NCCL_NUM_SMS": (_int, 32, "NCCL min/max CTAs in get_distributed_options()"),
     "CUDASHIM_STRICT": (_bool, False, "set by `cudashim run`: bootstrap errors stop the process (exit 2)"),
     "CUDASHIM_SYSROOT": (_str, None, "root under which hardware probes read /dev, /sys, /proc (tests)"),
+    "CUDASHIM_SIMULATE": (_bool, False, "1 with CUDASHIM_PLATFORM=ascend: the simulated Ascend NPU; hardware "
+                          "discovery reads the packaged simulated host"),
     "CUDASHIM_DEBUG": (_bool, False, "trace what the shim does on stderr"),
     "CUDA_VISIBLE_DEVICES": (_str, None, "CUDA's visible devices"),
     "ASCEND_RT_VISIBLE_DEVICES": (_str, None, "CANN's visible devices"),

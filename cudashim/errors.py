@@ -11,6 +11,10 @@ __all__ = [
     "VisibilityError",
     "EnvError",
     "KernelUnavailableError",
+    "HardwareError",
+    "PatchError",
+    "StandInAttributeError",
+    "KernelArgumentError",
 ]
 
 
@@ -36,3 +40,23 @@ class CapabilityError(CudashimError, RuntimeError):
 
 class KernelUnavailableError(CudashimError, AttributeError):
     """A kernel factory is missing from the active backend (AttributeError so hasattr() stays honest)."""
+
+
+class HardwareError(CudashimError, LookupError):
+    """A device fact (NUMA node, device index, accelerator kind) is unknown or asked for wrongly.
+
+    Probes themselves never raise for absent hardware (they return None); this is for callers that
+    need the answer, e.g. NUMA binding of a device nothing describes.
+    """
+
+
+class PatchError(CudashimError, ImportError):
+    """A replacement could not be loaded, or a stand-in was asked for an original it does not have."""
+
+
+class StandInAttributeError(CudashimError, AttributeError):
+    """A stood-in module was asked for a symbol nobody patched."""
+
+
+class KernelArgumentError(CudashimError, ValueError):
+    """A kernel factory or kernel call got arguments it cannot serve; the message says which and why."""

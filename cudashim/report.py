@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from . import _state
 
@@ -43,7 +43,6 @@ __all__ = [
     "enabled",
     "wrap",
     "record",
-    "record_patches",
     "entries",
     "report_path",
     "snapshot",
@@ -57,7 +56,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # api -> [treatment, calls, first call site or None]; a list so the hot path mutates in place
 _entries: dict[str, list[Any]] = {}
-_patches: list[dict[str, Any]] = []
 _enabled: bool | None = None  # None: not decided yet (decided at first use, from the environment)
 _path: str | None = None
 _atexit_registered = False
@@ -226,13 +224,6 @@ def _wrap_class(cls: type, e: list[Any]) -> type | None:
     return counted
 
 
-def record_patches(patches: Iterable[Mapping[str, Any]]) -> None:
-    """Replace the list of patches shown in the report (target, replacement, source, state)."""
-    if not enabled():
-        return
-    _patches[:] = [dict(p) for p in patches]
-
-
 def entries() -> dict[str, dict[str, Any]]:
     """What has been recorded so far: api -> {treatment, calls, first_call_site}."""
     return {api: {"treatment": t, "calls": n, "first_call_site": site} for api, (t, n, site) in sorted(_entries.items())}
@@ -272,8 +263,11 @@ def report_path(base: str | None = None) -> str | None:
     return str(p)
 
 
+# The two lookups below read sys.modules on purpose: the report states what this process did, so a
+# platform never built or patches never loaded are reported as such, not resolved or loaded now; and
+# an import would make the report (which the alias layers import) depend on cudashim.patches.
 def _platform_name() -> str | None:
-    mod = sys.modules.get("cudashim.platform")
+    mod = sys.modules.get("cudashim.platform.contract")
     try:
         if mod is not None:
             return mod.get_platform().name
@@ -283,14 +277,14 @@ def _platform_name() -> str | None:
 
 
 def _patch_status() -> list[dict[str, Any]]:
-    mod = sys.modules.get("cudashim.patches")
+    mod = sys.modules.get("cudashim.patches._patch")  # the registry: loaded once a patch was installed
     status = getattr(mod, "status", None) if mod is not None else None
     if status is not None:
         try:
             return [dict(p) for p in status()]
         except Exception:
             pass
-    return list(_patches)
+    return []
 
 
 def snapshot() -> dict[str, Any]:
@@ -379,7 +373,6 @@ def _write_at_exit() -> None:
 def _reset() -> None:
     global _enabled, _path, _written
     _entries.clear()
-    _patches.clear()
     _enabled = None
     _path = None
     _written = None

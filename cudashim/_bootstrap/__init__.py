@@ -4,7 +4,7 @@ bootstrap() is what the sitecustomize trampolines call; activate()/deactivate() 
 route. The order is the point:
 
   config -> platform -> device visibility -> environment -> import hook (armed here, loaded on the
-  first lookup of torch or a patch target: see _Pending) -> the user's own sitecustomize
+  first lookup of torch or a patch target: see cudashim.importhook.defer) -> the user's own sitecustomize
 
 Since torch 2.5 `import torch` auto-loads torch_npu, which freezes device visibility and reads the
 allocator settings, so everything up to the import hook must be settled before torch is imported;
@@ -19,7 +19,6 @@ This folder is what `cudashim run` puts first on PYTHONPATH, so keep it to this 
 trampoline: every module here is importable top-level in every shimmed process.
 """
 
-import _thread
 import os
 import sys
 
@@ -31,13 +30,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Callable
 
-from .. import _on_reset
 
 __all__ = ["TRAMPOLINE_MARK", "bootstrap", "activate", "deactivate", "status"]
 
 # first line of both trampolines: how the sitecustomize chain recognises (and skips) our own copies
 TRAMPOLINE_MARK = "cudashim-trampoline"
-_PLATFORMS = ("ascend", "nvidia", "cpu")
 # Off ascend, visibility.reconcile() only validates these and narrows a rank's devices with them:
 # when neither is set it changes nothing and raises nothing, so the module is not even imported
 # (one import fewer in every shimmed start-up on cpu and nvidia). Keep in step with visibility.py.
@@ -47,8 +44,9 @@ _RANK_VARS = ("CUDASHIM_DEVICES_PER_RANK", "LOCAL_RANK")
 class _Active:
     """What one activation did, and how to take it back (newest first)."""
 
-    def __init__(self, source: str, platform: str, reason: str, config: "Any", hook: "_Pending",
+    def __init__(self, source: str, platform: str, reason: str, config: "Any", config_reason: str, hook: "Any",
                  undo: "list[Callable[[], None]]"):
+        self.config_reason = config_reason
         self.source = source
         self.platform = platform
         self.reason = reason
@@ -69,6 +67,9 @@ except ImportError:  # pragma: no cover - an interpreter without CPython's froze
     from importlib.util import module_from_spec as _module_from_spec
 
 _bootstrap_runs = 0  # how many times bootstrap() did its work in this process: 0 or 1
+_NEVER = ("not switched on in this process (start it with `python -m cudashim run`, "
+          "PYTHONPATH=<the cudashim repo>, or cudashim.activate())")
+_off_reason = _NEVER  # why the shim is not active, when it is not (status())
 _chained: str | None = None  # origin of the user's sitecustomize we ran
 
 
@@ -136,100 +137,21 @@ def _on_torch(platform: str, module: "Any") -> None:
     aliases.install(platform)
 
 
-class _Pending:
-    """The import hook, armed but not loaded (DESIGN.md §3 step 5).
+def _load_hook(config: "Any", platform: str) -> None:
+    """What the armed names wait for: the patch registry and, once torch loads, the alias layer."""
+    from .. import importhook, patches
 
-    Most shimmed processes (pip, tools, helpers a program spawns) never import torch or a patch
-    target, and loading the hook, cudashim.patches and its finder, was a fifth of what the bootstrap
-    added to their start-up. So the bootstrap puts this on sys.meta_path instead: it holds the names
-    the hook watches (torch, the modules holding a patch target and their packages), answers "not
-    mine" with one set lookup for any other module, and on the first lookup of one of them installs
-    the real hook in its place and hands it that lookup. Importing cudashim.patches installs it too.
-    """
-
-    def __init__(self, names: "set[str]", config: "Any", platform: str) -> None:
-        self.names = frozenset(names)
-        self.config = config
-        self.platform = platform
-        self.state = "new"  # -> "armed" (on sys.meta_path) -> "loaded" | "off"
-
-    def arm(self) -> None:
-        global _pending
-        sys.meta_path.insert(0, self)
-        self.state = "armed"
-        _pending = self
-        # Off sys.meta_path at exit, after the program's own atexit handlers: the interpreter keeps
-        # that list alive through its finalization (a copy of sys's dict holds it), and a finder still
-        # on it keeps this module's globals, with every module they reach, alive past the last garbage
-        # collection, which then makes it clear them one global at a time (~0.1 ms of every exit).
-        import atexit
-
-        atexit.register(self._unhook)
-        if any(n in sys.modules for n in self.names):
-            self.load()
-
-    def find_spec(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
-        if fullname not in self.names:
-            return None
-        self.load()
-        if self.state != "loaded":  # switched off meanwhile (deactivate() in another thread)
-            return None
-        from ..patches._hook import FINDER
-
-        return FINDER.find_spec(fullname, path, target)
-
-    def load(self) -> None:
-        """Install the real hook in place of this one; idempotent, and a no-op once switched off."""
-        global _pending
-        # imported before the state is checked: cudashim.patches ends by calling back here (_load_hook)
-        from .. import patches
-
-        with _lock:
-            if self.state != "armed":
-                return
-            self.state = "loaded"
-            self._unhook()
-            _pending = None
-            patches.install(self.config, self.platform)
-            patches.when_imported("torch", lambda module: _on_torch(self.platform, module))
-
-    def uninstall(self) -> None:
-        """Take back whatever of the hook is in place: this placeholder, or the patches and aliases."""
-        global _pending
-        with _lock:
-            loaded, self.state = self.state == "loaded", "off"
-            self._unhook()
-            if _pending is self:
-                _pending = None
-        atexit = sys.modules.get("atexit")  # arm() imported it
-        if atexit is not None:
-            atexit.unregister(self._unhook)
-        if loaded:
-            patches = sys.modules.get("cudashim.patches")
-            if patches is not None:
-                patches.uninstall()  # also drops the pending torch callback
-            # imported only when torch was: until then there is nothing to take back
-            aliases = sys.modules.get("cudashim.aliases")
-            if aliases is not None:
-                aliases.uninstall()
-
-    def _unhook(self) -> None:
-        while self in sys.meta_path:
-            sys.meta_path.remove(self)
-
-    def __repr__(self) -> str:
-        return f"<cudashim armed import hook ({self.state}) for {', '.join(sorted(self.names))}>"
+    patches.install(config, platform)
+    importhook.when_imported("torch", lambda module: _on_torch(platform, module))
 
 
-_lock = _thread.RLock()
-_pending: _Pending | None = None  # the armed hook of the active activation, until it loads
+def _unhook(hook: "Any") -> None:
+    """Take back whatever of the hook is in place: the armed names, or the patches and aliases."""
+    if hook.cancel():
+        from .. import aliases, patches
 
-
-def _load_hook() -> None:
-    """Load the armed hook now, if one is armed (cudashim.patches calls this when it is imported)."""
-    pending = _pending
-    if pending is not None:
-        pending.load()
+        patches.uninstall()  # also drops the pending torch callback
+        aliases.uninstall()
 
 
 def _undo_env(changes: list[tuple[str, str | None]]) -> "Callable[[], None]":
@@ -245,13 +167,27 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
     This runs before user code in every shimmed interpreter, so it imports only what the steps need
     (no functools, pathlib, typing); tests/subprocess/test_startup_imports.py holds it to that.
     """
+    from .. import _state
+
+    _state.on_reset(_reset)  # here, not at import: a start-up under CUDASHIM_DISABLE=1 stays without it
     undo: list[Callable[[], None]] = []
     notes: list[str] = []
     try:
         from .. import envs
-        from ..config import load_config, resolve_platform_name
+        from ..config import load_config
+        from ..platform import resolve_platform_name
 
+        pinned = os.environ.get("CUDASHIM_CONFIG")
         config = load_config(start=script_dir or None, path=config_path or None)
+        if config_path:
+            config_reason = f"given explicitly ({source}: --config / config=)"
+        elif pinned:
+            config_reason = "CUDASHIM_CONFIG names it"
+        elif config.path is not None:
+            config_reason = f"the nearest config file upward from {script_dir or 'the working directory'}"
+        else:
+            config_reason = (f"no cudashim.toml or pyproject.toml with [tool.cudashim] upward from "
+                             f"{script_dir + ' or ' if script_dir else ''}the working directory: built-in defaults")
         if config.path is not None and not os.environ.get("CUDASHIM_CONFIG"):
             # pinned, so later load_config() calls (get_platform() searches from the working
             # directory) and child processes read the file this process found next to its script
@@ -267,11 +203,15 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
 
             undo.append(_undo_env(visibility.reconcile(name, notes=notes)))
         undo.append(_undo_env(envs.apply_platform_env(name, notes=notes)))
-        from ..config import target_modules
+        from .. import importhook
+        from ..patches.packs import target_modules
 
-        hook = _Pending(target_modules(config, name, packages=True) | {"torch"}, config, name)
-        undo.append(hook.uninstall)
-        hook.arm()  # loads the hook at once when one of its modules is (activate() after `import torch`)
+        # armed, not loaded (DESIGN.md §3 step 5): most shimmed processes (pip, tools, helpers a
+        # program spawns) never import torch or a patch target, and never load the patch registry
+        # or the alias layer; loads at once when one of these is loaded (activate() after torch)
+        names = target_modules(config, name, packages=True) | {"torch"}
+        hook = importhook.defer(names, lambda: _load_hook(config, name))
+        undo.append(lambda: _unhook(hook))
         if envs.raw("CUDASHIM_REPORT"):
             from .. import report
 
@@ -286,7 +226,7 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
     for note in notes:
         _warn(note)
     _trace(f"{source}: platform={name} ({reason}); config={config.path}")
-    return _Active(source, name, reason, config, hook, undo)
+    return _Active(source, name, reason, config, config_reason, hook, undo)
 
 
 def _describe(err: BaseException) -> str:
@@ -304,18 +244,20 @@ def bootstrap() -> None:
     Called by the trampolines while `site` imports sitecustomize. CUDASHIM_DISABLE=1 makes it a
     no-op, except that the user's own sitecustomize is still chained (we must never shadow it).
     """
-    global _active, _bootstrap_runs
+    global _active, _bootstrap_runs, _off_reason
     if _bootstrap_runs:
         return
     _bootstrap_runs += 1
     strict = _flag("CUDASHIM_STRICT")
     try:
         if _disabled():
+            _off_reason = "CUDASHIM_DISABLE is set"
             _trace("bootstrap disabled (CUDASHIM_DISABLE)")
         elif _active is None:
             _active = _activate("bootstrap", script_dir=_script_dir())
             _trace("bootstrap done")
     except Exception as err:  # noqa: BLE001 - the failure policy below is the whole point
+        _off_reason = f"the bootstrap failed: {_describe(err)}"
         if _flag("CUDASHIM_DEBUG"):
             import traceback
 
@@ -396,13 +338,16 @@ def activate(platform: str | None = None, *, config: str | os.PathLike[str] | No
     it, having undone its earlier steps. Called after `import torch` it warns (visibility and the
     allocator settings may already be frozen) and installs what still helps: patches and aliases.
     """
-    global _active
+    global _active, _off_reason
     if _disabled():
+        _off_reason = "CUDASHIM_DISABLE is set"
         return None
-    if platform is not None and platform not in _PLATFORMS:
+    from ..platform import PLATFORMS
+
+    if platform is not None and platform not in PLATFORMS:
         from ..errors import ConfigError
 
-        raise ConfigError(f"cudashim.activate(platform={platform!r}): not a platform; use one of {', '.join(_PLATFORMS)}")
+        raise ConfigError(f"cudashim.activate(platform={platform!r}): not a platform; use one of {', '.join(PLATFORMS)}")
     if _active is not None:
         if platform in (None, _active.platform):
             return _active.platform
@@ -426,34 +371,48 @@ def activate(platform: str | None = None, *, config: str | os.PathLike[str] | No
 
 def deactivate() -> None:
     """Undo the activation (bootstrap or activate()): aliases, patches, environment. Idempotent."""
-    global _active
+    global _active, _off_reason
     active, _active = _active, None
     if active is None:
         return
+    _off_reason = "cudashim.deactivate() was called"
     for fn in reversed(active.undo):
         fn()
 
 
 def status() -> "dict[str, Any]":
-    """What the shim did in this process (doctor, tests)."""
+    """What the shim did in this process: a dict, the same keys whether it is active or not.
+
+    active          True when switched on (bootstrap or activate()) and not deactivated
+    why_off         why it is not active (None when it is): disabled, a failed bootstrap, never switched on
+    source          "bootstrap" (`cudashim run`, PYTHONPATH) or "activate" (in code)
+    platform        "ascend" | "nvidia" | "cpu", and `platform_reason`: the override, config line or detection
+    config          the config file that applies (None: none), and `config_reason`: how it was chosen
+    hook            the import hook: "armed" (names known, nothing loaded: no torch or patch target
+                    looked up yet), "loaded" (patches installed, aliases follow torch), "off"
+    bootstrap_runs  0 or 1; chained_sitecustomize: the user's sitecustomize that ran after ours
+    """
     a = _active
     return {
         "active": a is not None,
+        "why_off": None if a else _off_reason,
         "source": a.source if a else None,
         "platform": a.platform if a else None,
-        "reason": a.reason if a else None,
+        "platform_reason": a.reason if a else None,
+        "reason": a.reason if a else None,  # the older name of platform_reason
         "config": str(a.config.path) if a and a.config.path else None,
+        "config_reason": a.config_reason if a else None,
+        "hook": a.hook.state if a else None,
         "bootstrap_runs": _bootstrap_runs,
         "chained_sitecustomize": _chained or None,
-        "hook": a.hook.state if a else None,  # "armed" until torch or a patch target is looked up
     }
 
 
 def _reset() -> None:
-    global _bootstrap_runs, _chained
+    global _bootstrap_runs, _chained, _off_reason
     deactivate()
     _bootstrap_runs = 0
     _chained = None
+    _off_reason = _NEVER
 
 
-_on_reset(_reset)  # the registry of cudashim._state, without importing it

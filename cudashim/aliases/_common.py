@@ -10,7 +10,6 @@ otherwise, so the report costs nothing when off).
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any, Callable
 
 __all__ = [
@@ -24,17 +23,16 @@ __all__ = [
     "when_imported",
 ]
 
+# the one import hook's: aliases register post-import callbacks there, as patches do
+from ..importhook import when_imported  # noqa: E402
+
 _MISSING = object()
 
 
 def _report_wrap(api: str, treatment: str, value: Any) -> Any:
     # looked up at bind time only: with the report off the bound object is the plain function
-    report = sys.modules.get("cudashim.report")
-    if report is None:
-        try:
-            from .. import report  # type: ignore[no-redef]
-        except ImportError:  # the report is optional
-            return value
+    from .. import report
+
     if not report.enabled() or not callable(value):
         return value
     return report.wrap(api, treatment, value)
@@ -297,21 +295,3 @@ def wrap_args(fn: Callable[..., Any], rules: dict[str, tuple[int | None, Callabl
 
     wrapper.__cudashim_wrapped__ = fn  # type: ignore[attr-defined]
     return wrapper
-
-
-def when_imported(module_name: str, callback: Callable[[Any], None]) -> None:
-    """callback(module) once module_name has loaded (at once if it already has).
-
-    Goes through the one import hook (cudashim.patches.when_imported); without it, only modules
-    already imported are handled (the shim owns a single sys.meta_path finder, never a second one).
-    """
-    try:
-        from ..patches import when_imported as hook
-    except ImportError:
-        hook = None
-    if hook is not None:
-        hook(module_name, callback)
-        return
-    mod = sys.modules.get(module_name)
-    if mod is not None:
-        callback(mod)

@@ -1,6 +1,6 @@
 """What the CPU cannot do, failing loudly at construction or first call.
 
-Each stand-in goes through cudashim.capabilities.require(capability, platform, api) so the message
+Each stand-in goes through cudashim.platform.capabilities.require(capability, platform, api) so the message
 and the way out come from the one capability table; should the table not raise (or not be there
 yet), the stand-in raises its own CapabilityError: a CPU never silently pretends to capture a
 CUDA graph or launch a Triton kernel.
@@ -30,7 +30,7 @@ _EAGER = "run with enforce_eager=True or your engine's eager switch (CUDA graphs
 
 def unsupported(capability: str, api: str, way_out: str) -> NoReturn:
     try:
-        from ..capabilities import require
+        from ..platform.capabilities import require
     except ImportError:
         require = None  # type: ignore[assignment]
     if require is not None:

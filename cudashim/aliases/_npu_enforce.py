@@ -10,7 +10,8 @@ import functools
 from types import ModuleType
 from typing import Any, Callable
 
-from .. import capabilities, report
+from .. import report
+from ..platform import capabilities
 from . import probes
 from ._common import Bindings
 

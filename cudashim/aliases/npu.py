@@ -12,7 +12,6 @@ Run by the import hook right after ``import torch`` when the platform is ``ascen
      ``raw_cuda_graph_exec()`` — what keep_graph is for (in-graph event timers) — raise CapabilityError;
    * ``torch.cuda.graph(cuda_graph=…, pool, stream, capture_error_mode)`` mapped onto the NPU signature
      (``npu_graph`` first, ``auto_dispatch_capture`` fourth: a positional CUDA call would be misread);
-   * ``TILELANG_DEFAULT_TARGET=ascend`` set if absent (an explicit value wins);
    * ``torch.cuda.memory.*`` answered by ``torch_npu.npu.memory`` where it has the same function, and
      ``torch.cuda.memory._set_allocator_settings("k:v,…")`` honoured or refused key by key
      (_npu_memory.py, ALLOCATOR_KEYS: only expandable_segments can change at run time on the NPU);
@@ -20,7 +19,7 @@ Run by the import hook right after ``import torch`` when the platform is ``ascen
      ``torch.cuda.is_available()`` (False on an NPU-only host) while they run;
    * the capability table's Ascend rows enforced where an engine asks for them (_npu_enforce.py,
      ENFORCED: symmetric memory, PDL, batch-invariant mode; graph timers at raw_cuda_graph()) through
-     ``cudashim.capabilities.require``.
+     ``cudashim.platform.capabilities.require``.
 
 ``torch.version.cuda`` policy: left as it is (``None`` with the CPU torch that torch_npu runs on).
 It names the CUDA toolkit torch was built against; code reads it to choose nvcc, cuBLAS or Triton's
@@ -36,25 +35,23 @@ torch-npu 2.13.0 wheel over CPU torch; no NPU behaviour is verified here.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from typing import Any, Callable
 
-from .. import capabilities, report
+from .. import report
+from ..platform import capabilities
 from ..errors import CapabilityError, CudashimError
 from . import probes
 from ._common import Bindings
 from ._npu_enforce import ENFORCED, enforce_capabilities
 from ._npu_memory import ALLOCATOR_KEYS, fill_memory
 
-__all__ = ["install", "uninstall", "installed", "ALLOCATOR_KEYS", "ENFORCED", "TILELANG_TARGET"]
+__all__ = ["install", "uninstall", "installed", "ALLOCATOR_KEYS", "ENFORCED"]
 
 PLATFORM = "ascend"
-TILELANG_TARGET = "ascend"
 
 _bindings = Bindings()
 _installed = False
-_env_set: dict[str, str] = {}
 
 
 def installed() -> bool:
@@ -163,22 +160,6 @@ def _fill_graphs(torch: Any, npu: Any) -> None:
         _bindings.bind(owner, "graph", graph, api="torch.cuda.graph")
 
 
-# ---- environment ---------------------------------------------------------------------------------------
-
-def _pin_tilelang_target() -> None:
-    # set-if-absent: an explicit TILELANG_DEFAULT_TARGET (even "cuda", for cross-compiling) always wins
-    if "TILELANG_DEFAULT_TARGET" not in os.environ:
-        os.environ["TILELANG_DEFAULT_TARGET"] = TILELANG_TARGET
-        _env_set["TILELANG_DEFAULT_TARGET"] = TILELANG_TARGET
-
-
-def _unpin_env() -> None:
-    for name, value in _env_set.items():
-        if os.environ.get(name) == value:  # the program changed it since: its value stays
-            del os.environ[name]
-    _env_set.clear()
-
-
 # ---- report --------------------------------------------------------------------------------------------
 
 def _report_aliases(torch: Any, npu: Any) -> None:
@@ -206,7 +187,6 @@ def install() -> None:
     try:
         _fill_streams(npu)
         _fill_graphs(torch, npu)
-        _pin_tilelang_target()
         fill_memory(_bindings, torch, npu)
         probes.install(PLATFORM, real)
         enforce_capabilities(_bindings, lambda: _installed)
@@ -223,7 +203,6 @@ def uninstall() -> None:
     _installed = False
     probes.uninstall()
     _bindings.restore()
-    _unpin_env()
 
 
 from .._state import on_reset  # noqa: E402

@@ -23,7 +23,7 @@ import sys
 from types import ModuleType
 from typing import Any, Callable
 
-from ._common import Bindings
+from ._common import Bindings, when_imported
 
 __all__ = ["PROBES", "Probe", "install", "uninstall", "installed", "probes_for", "when_imported"]
 
@@ -143,21 +143,6 @@ def _apply(probe: Probe, module: ModuleType) -> None:
         return
     _bindings.bind(owner, attr, _with_real_availability(fn))
     _applied.append(f"{probe.module}:{probe.qualname}")
-
-
-def when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
-    """callback(module) now if `name` is loaded, else when it loads (the shim's import hook)."""
-    try:
-        from ..patches import when_imported
-    except ImportError:
-        try:
-            from ..patches._hook import when_imported  # type: ignore[no-redef]
-        except ImportError:  # no import hook: only what is already loaded can be probed
-            mod = sys.modules.get(name)
-            if mod is not None:
-                callback(mod)
-            return
-    when_imported(name, callback)
 
 
 def install(platform: str, real_is_available: Callable[[], bool]) -> None:

@@ -1,7 +1,8 @@
 """Hardware discovery without torch and without a device context.
 
-Everything reads under an injectable root (argument, else $CUDASHIM_SYSROOT, else '/'; see
-device.py), so tests and `cudashim doctor` can point it at a fake tree. Importing this package
+Everything reads under an injectable root (argument, else $CUDASHIM_SYSROOT, else the packaged simulated
+Ascend host when CUDASHIM_SIMULATE=1 with platform ascend, else '/'; see device.py), so tests and
+`cudashim doctor` can point it at a fake tree. Importing this package
 imports neither torch nor pynvml (NVML is loaded inside nvidia.query_nvml only).
 
 - accelerator_kind(root=None) -> 'ascend' | 'nvidia' | 'cpu' (Ascend first; cached per root,
@@ -10,44 +11,46 @@ imports neither torch nor pynvml (NVML is loaded inside nvidia.query_nvml only).
 - discover_gpus(root=None, nvml=None) -> [GpuDevice]; query_nvml()
 - discover_npu_devices(root=None) -> [NpuDevice(entry, physical_id, numa_node)]; npu_numa_node(index)
 - physical_cores_by_numa(root=None), numa_cpus(root=None)
-- visible_device_env_name(kind=None), visible_device_ids(value, name), assign_visible_devices(...)
+- visible.py: visible_device_env_name(kind=None), visible_device_ids(value, name), assign_visible_devices(...)
 
-Detection (accelerator_kind, device_count) is defined here, with the root and listing helpers of the
-I/O seam it needs (device.py re-exports them): every shimmed interpreter runs it before user code,
-and it needs this package only. The other names resolve lazily (PEP 562) from their submodules:
-the vendor modules, cpu.py's parsers, visible.py.
+Detection (accelerator_kind, device_count) is defined here, over the root and listing helpers of
+_fs.py (the I/O seam's primitives, which the vendor modules import instead of this package): every
+shimmed interpreter runs it before user code. The other names resolve lazily (PEP 562) from their
+submodules: the vendor modules and cpu.py's parsers.
 """
 
-import os
 import sys
 
-from .. import _on_reset, envs  # _on_reset: cudashim._state.on_reset, one import fewer at start-up
+from .. import _state
+from ._fs import (
+    SIMULATED_ASCEND_ROOT,
+    ascend_node_listed,
+    join,
+    list_dir,
+    nvidia_node_listed,
+    resolve_root,
+    simulated_root,
+)
 
 # on the start-up path of every shimmed process: no typing and no `from __future__ import
 # annotations` (each one more import); annotations naming typing's names are strings, and Kind is
 # built on first access
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Iterable, Literal, Sequence
+    from typing import Literal
 
-    from ._errors import HardwareError
+    from ..errors import HardwareError
     from .ascend import NpuDevice, discover_npu_devices, npu_numa_node
     from .cpu import numa_cpus, physical_cores_by_numa
     from .nvidia import GpuDevice, NvmlDevice, discover_gpus, query_nvml
-    from .visible import (
-        ENV_NAMES,
-        assign_visible_devices,
-        format_visible_devices,
-        visible_device_env_name,
-        visible_device_ids,
-    )
 
     Kind = Literal["ascend", "nvidia", "cpu"]
 
 __all__ = [
     "KINDS",
+    "SIMULATED_ASCEND_ROOT",
+    "simulated_root",
     "Kind",
-    "ENV_NAMES",
     "HardwareError",
     "GpuDevice",
     "NvmlDevice",
@@ -60,20 +63,14 @@ __all__ = [
     "npu_numa_node",
     "numa_cpus",
     "physical_cores_by_numa",
-    "visible_device_env_name",
-    "visible_device_ids",
-    "format_visible_devices",
-    "assign_visible_devices",
 ]
 
-# public name -> submodule defining it
+# public name -> submodule defining it (HardwareError: the package's one errors module)
 _LAZY: dict[str, str] = {
-    "HardwareError": "_errors",
+    "HardwareError": "..errors",
     "GpuDevice": "nvidia", "NvmlDevice": "nvidia", "discover_gpus": "nvidia", "query_nvml": "nvidia",
     "NpuDevice": "ascend", "discover_npu_devices": "ascend", "npu_numa_node": "ascend",
     "numa_cpus": "cpu", "physical_cores_by_numa": "cpu",
-    "ENV_NAMES": "visible", "visible_device_env_name": "visible", "visible_device_ids": "visible",
-    "format_visible_devices": "visible", "assign_visible_devices": "visible",
 }
 
 
@@ -86,7 +83,7 @@ def __getattr__(name: str) -> object:
     sub = _LAZY.get(name)
     if sub is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = f"{__name__}.{sub}"
+    module = "cudashim.errors" if sub == "..errors" else f"{__name__}.{sub}"
     __import__(module)  # not importlib.import_module: detection runs before user code, importlib costs
     value = getattr(sys.modules[module], name)
     globals()[name] = value  # once resolved, a plain module attribute
@@ -95,45 +92,6 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-# ---------------------------------------------------------------------------------------------------
-# The part of the I/O seam (device.py) that detection needs: where the root is, and directory listings.
-
-def resolve_root(root: str | os.PathLike[str] | None = None) -> str:
-    """The absolute root every probe reads under: the argument, else $CUDASHIM_SYSROOT, else '/'."""
-    if root is None:
-        root = envs.get("CUDASHIM_SYSROOT") or "/"
-    return os.path.abspath(os.fspath(root))
-
-
-def join(root: str, path: str) -> str:
-    """The absolute `path` (e.g. '/sys/class/ubcore') seen under `root`."""
-    return os.path.join(root, path.lstrip("/"))
-
-
-def list_dir(path: str, sort: bool = True) -> "Sequence[str]":
-    """Entry names, sorted unless told not to (detection only asks whether one matches: a host's /dev
-    holds hundreds); () when the directory is absent or unreadable."""
-    try:
-        names = os.listdir(path)
-    except OSError:
-        return ()
-    return tuple(sorted(names)) if sort else names
-
-
-def numbered(name: str, prefix: str) -> int | None:
-    """N of a name `prefix` + N ('davinci3', 'nvidia0', 'udma12'), else None.
-
-    Exactly what re.match(rf"^{prefix}(\\d+)$", name) accepts (Unicode decimal digits; `$` also
-    matches before one trailing newline), without importing re on the start-up path.
-    """
-    if not name.startswith(prefix):
-        return None
-    digits = name[len(prefix):]
-    if digits.endswith("\n"):
-        digits = digits[:-1]
-    return int(digits) if digits.isdecimal() else None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -146,24 +104,9 @@ KINDS: tuple[str, ...] = ("ascend", "nvidia", "cpu")
 _kind_cache: "dict[str, Kind]" = {}
 
 
-@_on_reset
+@_state.on_reset
 def _clear() -> None:
     _kind_cache.clear()
-
-
-# The /dev rules of ascend.is_available and nvidia.is_available, defined here (and used there) so that
-# detection decides from the /dev listing alone when it is certain, without importing a vendor module
-# (a machine with an accelerator is the machine users run on). Only the other sources of each verdict,
-# Ascend's ubcore entries and NVIDIA's procfs bus ids, need the vendor module's parsing.
-def _ascend_node_listed(dev_names: "Iterable[str]") -> bool:
-    """/dev/davinci_manager or a /dev/davinciN."""
-    return any(n == "davinci_manager" or numbered(n, "davinci") is not None
-               for n in dev_names if n.startswith("davinci"))
-
-
-def _nvidia_node_listed(dev_names: "Iterable[str]") -> bool:
-    """A /dev/nvidiaN (nvidiactl, nvidia-uvm... are not GPUs)."""
-    return any(numbered(n, "nvidia") is not None for n in dev_names if n.startswith("nvidia"))
 
 
 def accelerator_kind(root: str | None = None) -> "Kind":
@@ -174,7 +117,7 @@ def accelerator_kind(root: str | None = None) -> "Kind":
     if kind is None:
         dev_names = list_dir(join(key, "/dev"), sort=False)  # both probes need it: list it once
         kind = "cpu"
-        if _ascend_node_listed(dev_names):
+        if ascend_node_listed(dev_names):
             kind = "ascend"
         elif any(n.startswith("udma") for n in list_dir(join(key, "/sys/class/ubcore"), sort=False)):
             from . import ascend  # whether a ubcore entry is live takes reading its unit count
@@ -182,7 +125,7 @@ def accelerator_kind(root: str | None = None) -> "Kind":
             if ascend.is_available(key, dev_names):
                 kind = "ascend"
         if kind == "cpu":
-            if _nvidia_node_listed(dev_names):
+            if nvidia_node_listed(dev_names):
                 kind = "nvidia"
             elif list_dir(join(key, "/proc/driver/nvidia/gpus"), sort=False):
                 from . import nvidia  # whether an entry is a GPU takes parsing its bus id
@@ -210,6 +153,6 @@ def device_count(kind: str | None = None, root: str | None = None) -> int:
         return len(nvidia.proc_bus_ids(root)) or len(nvidia.device_node_indices(root))
     if kind == "cpu":
         return 0
-    from ._errors import HardwareError  # imported to raise: detection's path never needs it
+    from ..errors import HardwareError  # imported to raise: detection's path never needs it
 
     raise HardwareError(f"unknown accelerator kind {kind!r}; use one of {', '.join(KINDS)}")

@@ -13,7 +13,8 @@ NUMA placement, best source first:
 
 from __future__ import annotations
 
-from . import _ascend_node_listed, device
+from . import device
+from ._fs import ascend_node_listed as _ascend_node_listed
 
 # is_available() runs before user code where detection sees udma entries under ubcore and no davinci
 # node: this module imports no re, typing or cpu.py at import. NpuDevice (a typing.NamedTuple) is
@@ -224,7 +225,7 @@ def discover_npu_devices(
 
 def npu_numa_node(index: int, root: str | None = None, devices: list[NpuDevice] | None = None) -> int:
     """NUMA node of the index-th NPU; HardwareError naming the device when it cannot be known."""
-    from ._errors import HardwareError  # imported here: detection imports this module, never raises
+    from ..errors import HardwareError  # imported here: detection imports this module, never raises
 
     devices = discover_npu_devices(root) if devices is None else devices
     if not 0 <= index < len(devices):

@@ -18,7 +18,7 @@ import os
 # The root and listing helpers are the package's own (cudashim.hardware): detection needs them in
 # every shimmed start-up, and this module would be one more import there. They are this seam's
 # all the same, and are re-exported here.
-from . import join, list_dir, numbered, resolve_root
+from ._fs import join, list_dir, numbered, resolve_root
 
 # typing and `from __future__ import annotations` (each one more import) stay off the start-up path
 # (detection runs in every shimmed process): annotations naming typing's names are strings

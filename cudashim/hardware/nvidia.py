@@ -8,8 +8,9 @@ longer takes effect) is never created. `pynvml` is imported inside the one funct
 
 from __future__ import annotations
 
-from .._record import Record
-from . import _nvidia_node_listed, device
+from ..envs import _Record as Record
+from . import device
+from ._fs import nvidia_node_listed as _nvidia_node_listed
 
 # detection imports this module before user code where /dev has no nvidiaN but procfs lists entries:
 # no re, dataclasses or typing at import (the parsers below are string code; records are Record;

@@ -46,7 +46,7 @@ def visible_device_env_name(kind: str | None = None, root: str | None = None) ->
     try:
         return ENV_NAMES[kind]
     except KeyError:
-        from ._errors import HardwareError
+        from ..errors import HardwareError
 
         raise HardwareError(f"unknown accelerator kind {kind!r}; use one of {', '.join(KINDS)}") from None
 

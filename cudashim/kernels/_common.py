@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..errors import CudashimError, KernelUnavailableError
+from ..errors import KernelArgumentError, KernelUnavailableError
 
 __all__ = [
     "KernelArgumentError",
@@ -25,6 +25,10 @@ __all__ = [
     "sf_pack",
     "torch_dtype",
     "import_tilelang",
+    "ue8m0_exponent",
+    "ue8m0_inverse_scale",
+    "ue8m0_byte",
+    "e4m3",
 ]
 
 #: largest finite float8_e4m3fn magnitude; scales map each group's amax onto it
@@ -33,14 +37,36 @@ FP8_MAX = 448.0
 AMAX_FLOOR = 1e-4
 #: float32 mantissa bits of 1.75 (448 = 1.75 * 2**8): amax's mantissa above it rounds the exponent up
 MANT_1_75 = 0x600000
+
+
+# The UE8M0 group cast, written once for both TileLang backends (T: tilelang.language or
+# tilelang.ascend.language). Each returns a TIR expression; the kernels call them inside their
+# prim_funcs. Integer ops on amax's bits, so every backend agrees bit for bit with torch/_ue8m0.py.
+def ue8m0_exponent(T: Any, amax: Any) -> Any:
+    """The unbiased power-of-two exponent e of a group whose abs-max is `amax`: 2**e * 448 >= amax."""
+    bits = T.reinterpret(T.max(amax, AMAX_FLOOR), T.int32)
+    return ((bits >> 23) & 0xFF) - 135 + T.if_then_else((bits & 0x7FFFFF) > MANT_1_75, 1, 0)
+
+
+def ue8m0_inverse_scale(T: Any, e: Any) -> Any:
+    """2**-e as float32 (built from its bits: exact)."""
+    return T.reinterpret((127 - e) << 23, T.float32)
+
+
+def ue8m0_byte(T: Any, e: Any) -> Any:
+    """The UE8M0 scale byte of exponent e (biased by 127)."""
+    return T.cast(e + 127, T.uint8)
+
+
+def e4m3(T: Any, x: Any, inverse_scale: Any) -> Any:
+    """x scaled by 2**-e, saturated to e4m3's range, cast to float8_e4m3fn."""
+    return T.cast(T.clamp(x * inverse_scale, -FP8_MAX, FP8_MAX), T.float8_e4m3fn)
+
+
 #: activation / cache dtypes the kernels take
 FLOAT_DTYPES = ("bfloat16", "float16", "float32")
 #: UE8M0 scale containers: bytes per container = scales per container
 SF_DTYPES = {"int32": 4, "int16": 2, "uint8": 1}
-
-
-class KernelArgumentError(CudashimError, ValueError):
-    """A kernel factory or kernel call got arguments it cannot serve; the message says which and why."""
 
 
 def check_positive(kernel: str, **dims: int) -> None:
@@ -87,7 +113,7 @@ def _platform_sf_dtype() -> str:
     # The platform states the container width (CUDA int32, Ascend int16); it may be a torch dtype
     # or a name depending on how it is spelled there, so normalise both.
     try:
-        from ..platform import get_platform
+        from ..platform.contract import get_platform
 
         value: Any = get_platform().fp8_sf_type
     except (ImportError, AttributeError):

@@ -43,7 +43,7 @@ def backend() -> str:
     """The active backend name, from the platform (resolved once, until cudashim._state.reset())."""
     global _backend
     if _backend is None:
-        from ..platform import get_platform
+        from ..platform.contract import get_platform
 
         _backend = str(get_platform().tilelang_ops_backend)
     return _backend

@@ -1,8 +1,11 @@
 """Ascend attention through torch_npu's fused operators.
 
 VERIFICATION LEVEL: L0 — written against the operator docs shipped in the torch-npu 2.13.0 wheel
-(`torch_npu/_op_plugin_docs.py`: npu_fusion_attention, npu_fused_infer_attention_score). The argument
-plumbing is checked in CI against a recording stand-in of `torch_npu`; nothing here has run on an NPU.
+(`torch_npu/_op_plugin_docs.py`: npu_fusion_attention, npu_fused_infer_attention_score). In CI the argument
+plumbing is checked against a recording stand-in of `torch_npu` (tests/npu_ops/test_ascend_plumbing.py),
+and the mapping numerically against the float64 flash-attn oracle with CPU implementations of the
+documented operators standing in (cudashim.emulated.npu.ops; tests/npu_ops/test_ascend_numerics.py).
+Nothing here has run on an NPU or on the real operators.
 
 Routing (what the docs allow):
 - varlen prefill (packed TND)          -> npu_fusion_attention(q, k, v, heads, "TND", actual_seq_qlen=…)
@@ -10,10 +13,13 @@ Routing (what the docs allow):
 - flash_attn_func (dense BSND)         -> npu_fusion_attention(q, k, v, heads, "BSND")
 - KV-cache decode / chunked decode     -> npu_fused_infer_attention_score(..., input_layout="BSND",
   block_table=…, block_size=…, actual_seq_lengths_kv=…) with the cache as (blocks, block_size, Hk*D)
-  (the only paged layout BSND accepts); paged with Q_S > 1 needs block_size % 128 == 0, else gather.
+  (the only paged layout BSND accepts) when the docs allow the page size (Q_S > 1: a multiple of
+  128 up to 512; Q_S == 1: 16-aligned up to 512), else the pages in use are gathered.
 Masks: causal is bottom-right (sparse_mode=3, rightDownCausal) with the 2048x2048 compressed
 lower-triangular mask the docs require; sliding windows are band mode (sparse_mode=4,
-pre/next tokens counted from the bottom-right corner). The operators take host int lists for the
+pre/next tokens counted from the bottom-right corner). A single decode query (Q_S == 1) takes no
+sparse_mode or pre_tokens, so its window's left edge travels as a (B, 1, 1, KV_S) sparse_mode-0 mask.
+flash-attn 4's seqused_k over packed keys packs the used keys first (TND lengths are contiguous). The operators take host int lists for the
 sequence lengths, so those are read back (one sync per call), as the docs' examples do.
 """
 
@@ -23,8 +29,8 @@ from typing import Any, Optional
 
 import torch
 
-from ._core import Attn, unsupported
-from ._varlen import blocks_needed, gather_paged_packed, gather_paged_padded
+from ._attn import Attn, unsupported
+from ._varlen import blocks_needed, gather_packed_prefixes, gather_paged_packed, gather_paged_padded
 
 __all__ = ["attend", "fusion_attention_tnd"]
 
@@ -94,6 +100,15 @@ def _varlen(a: Attn) -> torch.Tensor:
     else:
         assert a.cu_k is not None
         kv_ends = _host_cumulative(a.cu_k)
+        if a.seqused_k is not None:
+            # flash-attn 4's seqused_k: only the first seqused_k[b] keys from cu_k[b] on are used. The
+            # docs' actual_seq_kvlen are cumulative ends of contiguous segments and cannot skip the unused
+            # tails, so the used keys are packed first (found by the numeric check against the simulator).
+            lens = [int(x) for x in a.seqused_k.tolist()]
+            if lens != [e - s for s, e in zip([0] + kv_ends, kv_ends)]:
+                k = gather_packed_prefixes(a.k, a.cu_k, lens)
+                v = gather_packed_prefixes(a.v, a.cu_k, lens)
+                kv_ends = [sum(lens[: i + 1]) for i in range(len(lens))]
     extra = _mask_args(a, "pre_tockens", "next_tockens")
     if a.dropout_p > 0:
         extra["keep_prob"] = 1.0 - a.dropout_p
@@ -114,6 +129,23 @@ def _dense(a: Attn) -> torch.Tensor:
     return out.reshape(b * sq, *out.shape[2:])
 
 
+def _pages_fit(q_len: int, block_size: int) -> bool:
+    """Page sizes the docs let npu_fused_infer_attention_score read in place: with Q_S > 1 "block_size最小为128,
+    最大为512, 且要求是128的倍数"; with Q_S == 1 non-zero, at most 512 and 16-aligned (float16/bfloat16)."""
+    if q_len > 1:
+        return 128 <= block_size <= 512 and block_size % 128 == 0
+    return 0 < block_size <= 512 and block_size % 16 == 0
+
+
+def _decode_window_mask(lens: list[int], kv_s: int, left: int, device: torch.device) -> torch.Tensor:
+    """(B, 1, 1, KV_S) bool, True = masked: the one query of sequence b sits at lens[b] - 1 (bottom-right)
+    and sees keys lens[b] - 1 - left .. lens[b] - 1; a right window reaches no key past the last one.
+    KV_S is the cache's width (block_table columns * block_size when paged), which the docs require of
+    masks under page attention ("KV_S>=maxBlockNumPerSeq*blockSize")."""
+    first = torch.tensor([n - 1 - left for n in lens], device=device).view(-1, 1, 1, 1)
+    return torch.arange(kv_s, device=device).view(1, 1, 1, -1) < first
+
+
 def _kvcache(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     _reject(a, lse_ok=True)
     b, sq = a.batch, a.q_len
@@ -130,24 +162,29 @@ def _kvcache(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     }
     if a.paged:
         bs = a.k.shape[1]
-        if sq == 1 or bs % 128 == 0:
+        if _pages_fit(sq, bs):
             # paged BSND takes the cache as (blocknum, blocksize, H) with H = Hk * D
             k = a.k.reshape(a.k.shape[0], bs, hk * d)
             v = a.v.reshape(a.v.shape[0], bs, hk * a.v.shape[-1])
             kwargs["block_table"] = a.block_table.to(torch.int32)
             kwargs["block_size"] = bs
+            kv_s = a.block_table.shape[1] * bs
         else:
             nb = min(blocks_needed(max(lens, default=0), bs), a.block_table.shape[1])
             k = gather_paged_padded(a.k, a.block_table, max(nb, 1))
             v = gather_paged_padded(a.v, a.block_table, max(nb, 1))
+            kv_s = k.shape[1]
     else:
         sc = a.k.shape[0] // b
         k = a.k.view(b, sc, *a.k.shape[1:])
         v = a.v.view(b, sc, *a.v.shape[1:])
+        kv_s = sc
     if sq > 1:
         kwargs.update(_mask_args(a, "pre_tokens", "next_tokens"))
-    elif a.window[0] >= 0:  # with Q_S == 1 the docs ignore masks and pre_tokens: a window would be dropped
-        raise unsupported(a.api, "window_size", _PATH, "decode with window_size=(-1, -1) or trim the cache to the window")
+    elif a.window[0] >= 0:
+        # With Q_S == 1 the docs make sparse_mode and pre_tokens ineffective, but a sparse_mode-0 mask of
+        # shape (B, 1, Q_S, KV_S) still applies: the window's left edge becomes that mask.
+        kwargs.update(atten_mask=_decode_window_mask(lens, kv_s, a.window[0], a.q.device), sparse_mode=0)
     if a.want_lse:
         kwargs["softmax_lse_flag"] = True
     out, lse = _npu().npu_fused_infer_attention_score(q, k, v, **kwargs)

@@ -36,7 +36,7 @@ from typing import Optional
 
 import torch
 
-from ._core import Attn
+from ._attn import Attn
 from ._varlen import blocks_needed, cu_from_lengths
 
 __all__ = ["why_not", "attend", "paged_mode", "fast_decode", "fast_varlen"]

@@ -17,7 +17,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from ._core import Attn
+from ._attn import Attn
 from ._varlen import blocks_needed
 
 __all__ = ["attend", "allowed_mask"]

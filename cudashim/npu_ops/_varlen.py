@@ -20,6 +20,7 @@ __all__ = [
     "paged_slots",
     "gather_paged_padded",
     "gather_paged_packed",
+    "gather_packed_prefixes",
 ]
 
 
@@ -79,3 +80,16 @@ def gather_paged_packed(cache: torch.Tensor, block_table: torch.Tensor, lengths:
     positions = torch.arange(total, device=device) - starts[batch_index]
     slots = paged_slots(block_table, positions, batch_index, bs)
     return flat.index_select(0, slots.to(flat.device))
+
+
+def gather_packed_prefixes(packed: torch.Tensor, cu_seqlens: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
+    """The first `lengths[b]` tokens of each packed segment starting at cu_seqlens[b], packed anew in batch order.
+
+    flash-attn's seqused_k over packed keys; needs the lengths on the host (like gather_paged_packed).
+    """
+    device = packed.device
+    lens = torch.as_tensor([int(n) for n in lengths], dtype=torch.long, device=device)
+    total = int(sum(int(n) for n in lengths))
+    batch_index = torch.repeat_interleave(torch.arange(lens.numel(), device=device), lens)
+    offsets = torch.arange(total, device=device) - (torch.cumsum(lens, 0) - lens)[batch_index]
+    return packed.index_select(0, cu_seqlens.to(device).long()[:-1][batch_index] + offsets)

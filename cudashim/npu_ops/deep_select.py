@@ -31,9 +31,11 @@ def _real_kernel() -> Optional[Callable[..., Any]]:
     global _real
     if _real is _UNSET:
         try:
-            from ..patches import original
+            # through the public API, as any replacement would: this module does not know how it
+            # is swapped in (DESIGN.md §4's import rules), only that its target may have an original
+            import cudashim
 
-            _real = original(_TARGET)
+            _real = cudashim.original(_TARGET)
         except (ImportError, LookupError, AttributeError, CudashimError):
             _real = None
         if _real is topk:  # never recurse into ourselves

@@ -8,7 +8,8 @@ KV-cache call, in-place append of new k/v at `cache_seqlens`, rotary on q/k in t
 
 Verification: cpu path L3 (CI, against a float64 reference); CUDA path L3 on an H200 by
 tests/device/test_npu_ops_gpu.py; ascend path L0 (built against torch-npu 2.13.0's operator docs,
-its argument plumbing checked against a recording stand-in of torch_npu — never run on an NPU here).
+its argument plumbing checked against a recording stand-in of torch_npu and its results against the
+float64 oracle with CPU implementations of the documented operators standing in — never run on an NPU here).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import Optional, Union
 
 import torch
 
-from . import _attn_cuda, _dispatch
-from ._core import Attn, attend, normalize_window, unsupported
+from ..platform import contract as _platform
+from . import _attn_cuda
+from ._attn import Attn, normalize_window, unsupported
+from ._core import attend
 from ._rotary import apply_rotary
 from ._varlen import paged_slots
 
@@ -124,7 +127,7 @@ def flash_attn_varlen_func(
         and not softcap
         and (window_size is None or (type(window_size[0]) is int and window_size[0] < 0
                                      and (causal or (type(window_size[1]) is int and window_size[1] < 0))))
-        and _dispatch.platform_name() == "nvidia"  # cuda tensors of ascend/the emulated cpu device: no flash kernel
+        and _platform.platform_name() == "nvidia"  # cuda tensors of ascend/the emulated cpu device: no flash kernel
     ):
         out = _attn_cuda.fast_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                                      _scale(q, softmax_scale), bool(causal), block_table)
@@ -217,7 +220,7 @@ def flash_attn_with_kvcache(
         and q.device.type == "cuda"  # not is_cuda: the cpu alias layer makes "cuda" tensors say True
         and isinstance(cache_seqlens, torch.Tensor)
         and (window_size is None or (type(window_size[0]) is int and window_size[0] < 0))  # every key visible
-        and _dispatch.platform_name() == "nvidia"  # cuda tensors of ascend/the emulated cpu device: no flash kernel
+        and _platform.platform_name() == "nvidia"  # cuda tensors of ascend/the emulated cpu device: no flash kernel
     ):
         fast = _attn_cuda.fast_decode(q, k_cache, v_cache, block_table, cache_seqlens, _scale(q, softmax_scale),
                                       bool(return_softmax_lse))

@@ -18,7 +18,8 @@ from typing import Callable, Optional, Sequence, Tuple, Union
 
 import torch
 
-from ._core import Attn, attend, unsupported
+from ._attn import Attn, unsupported
+from ._core import attend
 
 __all__ = ["_flash_attn_fwd"]
 

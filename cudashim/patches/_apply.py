@@ -14,7 +14,8 @@ from __future__ import annotations
 import _thread
 import sys
 
-from ._patch import MISSING, Patch, PatchError
+from ..errors import PatchError
+from ._record import MISSING, Patch
 from ._standin import is_standin
 
 # imported when the first target module loads (patches.install() in the bootstrap does not need it);

@@ -11,67 +11,20 @@ from __future__ import annotations
 import _thread
 import sys
 
-from .. import envs
+from .. import _state, envs
 from ..config import Config, PatchEntry
-from ..errors import ConfigError, CudashimError
-from . import _hook
-from . import ALWAYS, PACKS, PLATFORM_MODE
+from ..errors import ConfigError, PatchError
+from .. import importhook as _hook
+from .packs import ALWAYS, PACKS, PLATFORM_MODE, check_config
+from ._record import MISSING, Patch
 
 # no importlib, threading or typing here: this loads in a shimmed interpreter as soon as a watched
 # module is looked up; _apply/_standin (applying patches, stand-in modules) load when a target does
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from types import ModuleType
     from typing import Any
 
-    from ._standin import StandInAttributeError
-
 __all__ = ["MISSING", "Patch", "PatchError", "install", "uninstall", "installed", "original", "status", "plan"]
-
-
-# The runtime record of one active patch, and the two names every part of patching shares.
-class _Missing:
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-MISSING: Any = _Missing()
-
-
-class PatchError(CudashimError, ImportError):
-    """A replacement could not be loaded, or a stand-in was asked for an original it does not have."""
-
-
-class Patch:
-    """Runtime record of one active patch (one target); compared by identity."""
-
-    __slots__ = ("entry", "mode", "platform", "original", "replacement", "state", "module", "rebound")
-
-    def __init__(self, entry: PatchEntry, mode: str, platform: str, original: Any = MISSING,
-                 replacement: Any = MISSING, state: str = "pending", module: ModuleType | None = None,
-                 rebound: list[str] | None = None) -> None:
-        self.entry = entry
-        self.mode = mode  # ALWAYS | ABSENT_ONLY (the package's pack table)
-        self.platform = platform
-        self.original = original
-        self.replacement = replacement
-        self.state = state  # pending | applied | stood-in | native
-        self.module = module
-        self.rebound: list[str] = [] if rebound is None else rebound
-
-    def __repr__(self) -> str:
-        return f"Patch({self.entry.target!r}, mode={self.mode!r}, platform={self.platform!r}, state={self.state!r})"
-
-    @property
-    def module_name(self) -> str:
-        return self.entry.target.split(":")[0]
-
-    @property
-    def symbol(self) -> str:
-        return self.entry.target.split(":")[1]
-
-    def describe(self) -> str:
-        return f"{self.entry.target} -> {self.entry.replacement} (from {self.entry.source}, platform {self.platform})"
 
 
 _lock = _thread.RLock()
@@ -99,6 +52,7 @@ def _platform_name(platform: Any) -> str:
 def plan(config: Config, platform: Any) -> list[tuple[PatchEntry, str]]:
     """The patches active on `platform`: (entry, mode) for built-in packs, then config (which wins)."""
     name = _platform_name(platform)
+    check_config(config)
     disabled = config.disable
     chosen: dict[str, tuple[PatchEntry, str]] = {}
     for pack, mapping in PACKS.items():
@@ -245,3 +199,10 @@ def status() -> list[dict[str, Any]]:
             }
             for p in _active.values()
         ]
+
+
+_state.on_reset(uninstall)
+
+# A program that uses the registry before any armed module loaded (cudashim.patches.status() first
+# thing) gets the bootstrap's armed install carried out now, so what it sees is what was asked for.
+_hook.load_armed()

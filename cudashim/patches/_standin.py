@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import CudashimError
+from ..errors import StandInAttributeError
 
 TYPE_CHECKING = False  # imported by the bootstrap (patches.install): no typing, types or importlib
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,10 +25,6 @@ _ModuleType = type(sys)  # types.ModuleType, without importing types
 __all__ = ["StandInModule", "StandInLoader", "StandInAttributeError", "make_spec", "is_standin"]
 
 ORIGIN = "cudashim stand-in"
-
-
-class StandInAttributeError(CudashimError, AttributeError):
-    """A stood-in module was asked for a symbol nobody patched."""
 
 
 class StandInModule(_ModuleType):

@@ -32,6 +32,10 @@ def trap(fn):  # noqa: ANN001, ANN201
     return "no error"
 
 
+from cudashim import envs  # noqa: E402
+
+envs.apply_platform_env("ascend")  # what the bootstrap settles before torch (TILELANG_DEFAULT_TARGET among it)
+
 import torch  # noqa: E402
 
 import torch_npu  # noqa: E402  (the stand-in)

@@ -21,29 +21,9 @@ def _clean(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("CUDASHIM_REPORT", raising=False)
     yield
     probes.uninstall()
-    npu._unpin_env()
-    from cudashim import capabilities
+    from cudashim.platform import capabilities
 
     capabilities._reset()
-
-
-def test_tilelang_target_set_if_absent(monkeypatch) -> None:
-    monkeypatch.delenv("TILELANG_DEFAULT_TARGET", raising=False)
-    npu._pin_tilelang_target()
-    import os
-
-    assert os.environ["TILELANG_DEFAULT_TARGET"] == "ascend"
-    npu._unpin_env()
-    assert "TILELANG_DEFAULT_TARGET" not in os.environ
-
-
-def test_explicit_tilelang_target_wins(monkeypatch) -> None:
-    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", "cuda")
-    npu._pin_tilelang_target()
-    npu._unpin_env()
-    import os
-
-    assert os.environ["TILELANG_DEFAULT_TARGET"] == "cuda"
 
 
 class _NpuMemory:
@@ -95,7 +75,7 @@ def test_batch_invariant_mode_is_refused_on_ascend() -> None:
 
 
 def test_enforced_table_names_known_capabilities() -> None:
-    from cudashim import capabilities
+    from cudashim.platform import capabilities
 
     for _module, _attr, cap, when in npu.ENFORCED:
         capabilities.get(cap)
@@ -134,7 +114,7 @@ def test_probe_skipped_below_its_minimum_version(monkeypatch) -> None:
 
 
 def test_no_import_hook_left_in_this_process() -> None:
-    from cudashim.patches import _hook
+    from cudashim import importhook as _hook
 
     assert not _hook.installed()
 

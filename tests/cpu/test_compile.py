@@ -17,8 +17,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-
+# idioms.py / compile_cases.py sit beside this file: pytest's rootdir-less import puts this folder on sys.path
 from compile_cases import CASES  # noqa: E402
 
 CONTEXTS = ("plain", "set_default_device")

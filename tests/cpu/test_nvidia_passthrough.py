@@ -37,17 +37,7 @@ def test_platform_nvidia_aliases_nothing() -> None:
                  "empty_is_builtin": "builtin_function_or_method"}
 
 
-def _has_gpu() -> bool:
-    try:
-        out = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                             env=dict(_env(), CUDASHIM_DISABLE="1"), capture_output=True, text=True, timeout=120)
-        return out.stdout.strip() == "True"
-    except Exception:
-        return False
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not _has_gpu(), reason="needs an NVIDIA GPU")
+@pytest.mark.gpu(torch=True)
 def test_serve_runs_unchanged_on_a_gpu() -> None:
     proc = subprocess.run([sys.executable, "-m", "cudashim", "run", "--platform", "nvidia", "examples/serve.py",
                            "--new-tokens", "16"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=900)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,19 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _has_nvidia_gpu() -> bool:
-    if os.path.isdir("/proc/driver/nvidia/gpus"):
-        return True
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return False
-    try:
-        return subprocess.run([smi, "-L"], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _has_nvidia_gpu(), reason="needs an NVIDIA GPU")]
+pytestmark = pytest.mark.gpu
 
 
 def _env() -> dict[str, str]:
@@ -54,7 +41,7 @@ def test_doctor_reports_one_h200():
 
 _NO_CONTEXT = """
 import json, os, sys
-from cudashim.doctor import collect
+from cudashim.cli.doctor import collect
 report = collect()  # NVML probe, in this very process
 assert "torch" not in sys.modules
 # A CUDA context created by the probe would freeze visibility; hiding every GPU now must still work.

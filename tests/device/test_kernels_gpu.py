@@ -16,10 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("tilelang", reason="tilelang not installed: pip install the carried .whl-tl/.whl-z3 wheels")
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU visible to torch"),
-]
+pytestmark = pytest.mark.gpu(torch=True)
 
 from cudashim.kernels.cuda import block_tables as cu_bt  # noqa: E402
 from cudashim.kernels.cuda import norm as cu_norm  # noqa: E402

@@ -10,20 +10,14 @@ Each test also asserts that the fast kernel was taken (no "portable per-sequence
 from __future__ import annotations
 
 import math
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "npu_ops"))
 from npu_ops_ref import cu, make_paged, ref_attention  # noqa: E402
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU"),
-]
+pytestmark = pytest.mark.gpu(torch=True)
 
 DEV = "cuda"
 BF16 = dict(rtol=2e-2, atol=2e-2)

@@ -6,16 +6,12 @@ Run on the H200 box with:  python3 -m pytest -q tests/device/test_platform_gpu.p
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import gpu_only  # noqa: E402
 
-pytestmark = gpu_only.MARKS
+pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture()
@@ -24,7 +20,7 @@ def gpu():
 
     if not torch.cuda.is_available():
         pytest.skip("this torch build sees no CUDA device")
-    from cudashim.platform import PlatformGPU
+    from cudashim.platform.contract import PlatformGPU
 
     return PlatformGPU()
 
@@ -71,7 +67,7 @@ def test_peak_from_the_nvml_name(gpu):
     import torch
 
     name = torch.cuda.get_device_name(0)
-    from cudashim.platform import bf16_tflops_for
+    from cudashim.platform.contract import bf16_tflops_for
 
     assert gpu.bf16_tflops_limit() == bf16_tflops_for(name)
     if "H200" in name:

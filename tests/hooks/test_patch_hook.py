@@ -242,15 +242,15 @@ def test_uninstall_restores_everything_and_is_idempotent(shim: Run) -> None:
 def test_when_imported_fires_once_after_load_or_at_once(shim: Run) -> None:
     shim("""
         calls = []
-        patches.when_imported("tgt", lambda m: calls.append(("late", m.__name__, hasattr(m, "g"))))
+        importhook.when_imported("tgt", lambda m: calls.append(("late", m.__name__, hasattr(m, "g"))))
         assert calls == []
         import tgt
         assert calls == [("late", "tgt", True)]      # after the module's code ran
         del sys.modules["tgt"]; import tgt
         assert len(calls) == 1                       # once
-        patches.when_imported("tgt", lambda m: calls.append(("now", m.__name__, True)))
+        importhook.when_imported("tgt", lambda m: calls.append(("now", m.__name__, True)))
         assert calls[-1] == ("now", "tgt", True)
-        from cudashim.patches import _hook
+        from cudashim import importhook as _hook
         assert _hook.FINDER.find_spec("json") is None  # not watched: bail out
     """, TARGET)
 

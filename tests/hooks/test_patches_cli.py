@@ -59,7 +59,7 @@ def test_table_and_bad_config_exit_code(tmp_path: Path) -> None:
 def test_live_states_when_the_hook_is_installed(shim: Callable[..., str]) -> None:
     out = shim("""
         import json, io, contextlib
-        from cudashim.patches import cli
+        from cudashim.cli import patches as cli
         patches.install(cfg(("tgt:f", "repl:f")), "cpu")
         import tgt, flash_attn
         tgt.f

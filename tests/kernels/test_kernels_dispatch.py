@@ -89,7 +89,7 @@ def test_missing_factory_names_kernel_backend_and_who_has_it(monkeypatch):
 
 def test_asc_per_token_cast_other_groups_route_to_torch_with_one_warning():
     torch = pytest.importorskip("torch")
-    pytest.importorskip("cudashim.capabilities")
+    pytest.importorskip("cudashim.platform.capabilities")
     from cudashim.kernels.asc.quant import per_token_cast_tl as asc_cast
     from cudashim.kernels.torch.quant import per_token_cast_tl as ref_cast
 

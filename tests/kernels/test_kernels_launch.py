@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cudashim.kernels import _launch  # noqa: E402
-from cudashim.kernels._common import KernelArgumentError  # noqa: E402
+from cudashim.errors import KernelArgumentError  # noqa: E402
 from cudashim.kernels.torch import block_tables, norm, quant, rope, store_kv_cache  # noqa: E402
 from cudashim.kernels.torch._ue8m0 import quantize_groups  # noqa: E402
 

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cudashim.kernels._common import KernelArgumentError  # noqa: E402
+from cudashim.errors import KernelArgumentError  # noqa: E402
 from cudashim.kernels.torch.block_tables import copy_block_tables_tl  # noqa: E402
 from cudashim.kernels.torch.norm import rms_norm_tl  # noqa: E402
 from cudashim.kernels.torch.quant import per_token_cast_tl  # noqa: E402

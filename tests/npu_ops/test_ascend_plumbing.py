@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from cudashim.errors import CapabilityError
-from cudashim.npu_ops import _dispatch
+from cudashim.platform import contract as _dispatch
 from cudashim.npu_ops.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache
 from cudashim.npu_ops.flash_attn_cute import _flash_attn_fwd
 
@@ -224,10 +224,14 @@ def test_chunked_decode_with_small_pages_gathers_and_masks_bottom_right(npu):
         torch.testing.assert_close(out[i].double(), ro, rtol=1e-2, atol=1e-2)
 
 
-def test_single_query_sliding_window_is_refused_not_dropped(npu):
-    """The docs ignore masks when Q_S == 1: a decode window cannot be expressed, so it must raise."""
-    cache = torch.zeros(1, 8, 1, 64, dtype=torch.float16)
-    q = torch.zeros(1, 1, 1, 64, dtype=torch.float16)
-    with pytest.raises(CapabilityError, match="window_size"):
-        flash_attn_with_kvcache(q, cache, cache, cache_seqlens=8, causal=True, window_size=(4, 0))
-    assert npu.calls == []
+def test_single_query_sliding_window_travels_as_a_mask(npu):
+    """The docs ignore sparse_mode and pre_tokens when Q_S == 1: the window goes as a (B, 1, 1, KV_S) mask."""
+    cache = torch.zeros(2, 8, 1, 64, dtype=torch.float16)
+    q = torch.zeros(2, 1, 1, 64, dtype=torch.float16)
+    flash_attn_with_kvcache(q, cache, cache, cache_seqlens=torch.tensor([8, 3], dtype=torch.int32), causal=True,
+                            window_size=(4, 0))
+    (_, _, kw), = npu.calls
+    assert kw["sparse_mode"] == 0 and kw["atten_mask"].shape == (2, 1, 1, 8)
+    masked = kw["atten_mask"].view(2, 8)
+    assert masked[0].tolist() == [True] * 3 + [False] * 5  # query at 7 sees keys 3..7
+    assert masked[1].tolist() == [False] * 8  # query at 2 sees 0..2 (the rest lies past actual_seq_lengths_kv)

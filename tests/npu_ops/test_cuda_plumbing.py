@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from cudashim.npu_ops import _attn_cuda
-from cudashim.npu_ops._core import Attn, normalize_window
+from cudashim.npu_ops._attn import Attn, normalize_window
 from cudashim.npu_ops.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache
 
 from npu_ops_ref import cu, make_paged, randn, ref_attention

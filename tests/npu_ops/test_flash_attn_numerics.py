@@ -142,7 +142,7 @@ def test_bad_head_ratio_names_the_heads():
 
 
 def test_ascend_rejects_softcap_by_name(monkeypatch):
-    from cudashim.npu_ops import _dispatch
+    from cudashim.platform import contract as _dispatch
 
     monkeypatch.setattr(_dispatch, "platform_name", lambda: "ascend")
     q = torch.zeros(1, 2, 2, 64)

@@ -91,9 +91,9 @@ def test_unknown_treatment_is_refused(monkeypatch, tmp_path) -> None:
 
 def test_write_json_and_stderr_table(monkeypatch, tmp_path, capsys) -> None:
     _on(monkeypatch, tmp_path / "r.json")
-    fake = types.ModuleType("cudashim.patches")
+    fake = types.ModuleType("cudashim.patches._patch")
     fake.status = lambda: [{"target": "flash_attn:flash_attn_func", "replacement": "x:y", "source": "built-in:flash_attn", "state": "stood-in"}]
-    monkeypatch.setitem(sys.modules, "cudashim.patches", fake)
+    monkeypatch.setitem(sys.modules, "cudashim.patches._patch", fake)
     report.record("torch.cuda.CUDAGraph", "unsupported")
     report.wrap("torch.cuda.empty_cache", "emulated", lambda: None)()
     report.wrap("torch.cuda.ipc_collect", "emulated", lambda: None)  # bound, never called

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 
-_STATUS = "import json, sys, cudashim._bootstrap as b; print(json.dumps([b.status(), 'torch' in sys.modules]))"
+_STATUS = "import json, sys, cudashim as b; print(json.dumps([b.status(), 'torch' in sys.modules]))"
 
 
 def _last_json(stdout: str):
@@ -113,7 +113,7 @@ def _user_sitecustomize(root: Path) -> Path:
     return d
 
 
-_USC = ("import json, os, sys, sitecustomize, cudashim._bootstrap as b; "
+_USC = ("import json, os, sys, sitecustomize, cudashim as b; "
         "print(json.dumps([os.getpid(), getattr(sitecustomize, 'USER_MARK', None), b.status()]))")
 
 
@@ -180,7 +180,7 @@ def test_config_next_to_the_script_decides_for_the_whole_process(shim, tmp_path)
     app.mkdir()
     (app / "cudashim.toml").write_text('platform = "nvidia"\n')
     (app / "main.py").write_text(
-        "import json, cudashim, cudashim._bootstrap as b\n"
+        "import json, cudashim, cudashim as b\n"
         "print(json.dumps([b.status()['platform'], b.status()['config'], cudashim.get_platform().name]))\n")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 # the user program: proves it ran (or did not) and shows the environment the bootstrap left
-_PROBE = ("import json, os, sys, cudashim._bootstrap as b; print('USER CODE RAN'); "
+_PROBE = ("import json, os, sys, cudashim as b; print('USER CODE RAN'); "
           "print(json.dumps([b.status()['active'], os.environ.get('CUDA_VISIBLE_DEVICES'), "
           "os.environ.get('TASK_QUEUE_ENABLE'), [type(f).__module__ for f in sys.meta_path]]))")
 

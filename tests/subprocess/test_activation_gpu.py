@@ -7,18 +7,14 @@ Run on the H200 box with:  python3 -m pytest -q tests/subprocess/test_activation
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import gpu_only  # noqa: E402
 
-pytestmark = gpu_only.MARKS
+pytestmark = pytest.mark.gpu
 
 _PROBE = """\
-import json, os, cudashim._bootstrap as b
+import json, os, cudashim as b
 status = b.status()
 import torch
 before = torch.cuda.is_initialized()

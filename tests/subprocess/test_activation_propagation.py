@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-_REPORT = ("import json, os, cudashim._bootstrap as b; "
+_REPORT = ("import json, os, cudashim as b; "
            "print('REPORT', json.dumps([os.getpid(), os.environ.get('LOCAL_RANK'), "
            "os.environ.get('CUDA_VISIBLE_DEVICES'), b.status()]), flush=True)")
 
@@ -53,7 +53,7 @@ def test_torchrun_workers_are_shimmed_once_and_get_their_devices(shim, tmp_path)
     worker = tmp_path / "worker.py"
     # reports go to files: torchrun owns the workers' stdout (it may filter or prefix it)
     worker.write_text(textwrap.dedent("""\
-        import json, os, cudashim._bootstrap as b
+        import json, os, cudashim as b
         with open(os.path.join(os.environ["PROBE_DIR"], os.environ["LOCAL_RANK"] + ".json"), "w") as f:
             json.dump([os.getpid(), os.environ["LOCAL_RANK"], os.environ.get("CUDA_VISIBLE_DEVICES"), b.status()], f)
     """))

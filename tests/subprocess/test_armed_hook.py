@@ -1,7 +1,7 @@
-"""The import hook is armed at start-up and loaded on first need (cudashim._bootstrap._Pending).
+"""The import hook is armed at start-up and loaded on first need (cudashim.importhook.defer).
 
-A shimmed process that never imports torch or a patch target must not pay for cudashim.patches and
-its finder; one that does must see exactly what an install at start-up gave: the patch applied as
+A shimmed process that never imports torch or a patch target must not pay for the patch registry
+(cudashim.patches._patch); one that does must see exactly what an install at start-up gave: the patch applied as
 its module loads, one shim finder on sys.meta_path, and the patches API telling the truth even when
 it is asked first. Fresh interpreters: what is tested is process-wide.
 """
@@ -21,10 +21,10 @@ _LIB = {
 
 _STATE = textwrap.dedent("""\
     import json, sys
-    import cudashim._bootstrap as b
+    import cudashim as b  # cudashim.status()
     def state():
         return {"hook": b.status()["hook"],
-                "patches_loaded": "cudashim.patches" in sys.modules,
+                "patches_loaded": "cudashim.patches._patch" in sys.modules,
                 "finders": [type(f).__name__ for f in sys.meta_path
                             if type(f).__module__.startswith("cudashim")]}
     """)
@@ -57,22 +57,25 @@ def test_first_lookup_of_a_watched_module_loads_the_hook_and_the_patch_applies(s
         out["original"] = p.original("mylib.ops:fast")()
         print(json.dumps(out))
         """)
-    armed = {"hook": "armed", "patches_loaded": False, "finders": ["_Pending"]}
+    armed = {"hook": "armed", "patches_loaded": False, "finders": ["_Finder"]}
     assert got["start"] == armed and got["unwatched"] == armed
-    # handed over: the one real finder in its place, and the lookup that woke it was patched
+    # loaded: the same one finder, and the lookup that woke it was patched
     assert got["after"] == {"hook": "loaded", "patches_loaded": True, "finders": ["_Finder"]}
     assert (got["fast"], got["original"]) == ("portable", "cuda kernel")
 
 
-def test_importing_the_patches_api_first_carries_out_the_install(shim, tmp_path):
+def test_using_the_patches_api_first_carries_out_the_install(shim, tmp_path):
     got = _run(shim, tmp_path, """\
         import cudashim.patches as p
-        out = {"after_import": state(), "installed": p.installed()}
+        out = {"face": state()}  # the package face is data: importing it loads nothing
+        out["installed"] = p.installed()
+        out["after_import"] = state()
         import mylib.ops
         out["fast"] = mylib.ops.fast()
         out["status"] = [(s["target"], s["state"]) for s in p.status() if s["target"] == "mylib.ops:fast"]
         print(json.dumps(out))
         """)
+    assert got["face"] == {"hook": "armed", "patches_loaded": False, "finders": ["_Finder"]}
     assert got["after_import"] == {"hook": "loaded", "patches_loaded": True, "finders": ["_Finder"]}
     assert got["installed"] is True and got["fast"] == "portable"
     assert len(got["status"]) == 1 and got["status"][0][0] == "mylib.ops:fast", got["status"]
@@ -109,10 +112,10 @@ def test_deactivate_while_armed_leaves_meta_path_as_found(shim, tmp_path):
     r = shim.python(["-c", code], shim.env(), cwd=_project(tmp_path))
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert got["armed"] == {"hook": "armed", "patches_loaded": False, "finders": ["_Pending"]}
+    assert got["armed"] == {"hook": "armed", "patches_loaded": False, "finders": ["_Finder"]}
     assert got["restored"] is True
     assert got["after"] == {"hook": None, "patches_loaded": False, "finders": []}
-    assert got["again"]["finders"] == ["_Pending"]
+    assert got["again"]["finders"] == ["_Finder"]
 
 
 def test_the_armed_hook_leaves_sys_meta_path_at_exit(shim, tmp_path):
@@ -126,4 +129,4 @@ def test_the_armed_hook_leaves_sys_meta_path_at_exit(shim, tmp_path):
         atexit._run_exitfuncs()  # what the interpreter does at exit, here where we can still look
         print(json.dumps({"in_handler": seen["in_handler"], "after": state()["finders"]}))
         """)
-    assert got == {"in_handler": ["_Pending"], "after": []}
+    assert got == {"in_handler": ["_Finder"], "after": []}

@@ -17,7 +17,7 @@ HEAVY = ("torch", "pynvml", "torch_npu", "tilelang", "triton", "numpy")
 
 _PROBE = """
 import json, sys
-import cudashim, cudashim.hardware, cudashim.platform, cudashim.capabilities, cudashim.config, cudashim.envs
+import cudashim, cudashim.hardware, cudashim.platform, cudashim.platform.capabilities, cudashim.config, cudashim.envs
 steps = {"import": None}
 def loaded():
     heavy = sorted(m for m in sys.modules if m.split(".")[0] in %(heavy)r)
@@ -25,8 +25,8 @@ def loaded():
                   and str(getattr(mod, "__file__", "") or "").endswith((".so", ".pyd")))
     return heavy + ours
 steps["import"] = loaded()
-cudashim.capabilities.render_markdown()
-steps["resolve"] = (cudashim.platform.resolve_platform_name(), loaded())[1]
+cudashim.platform.capabilities.render_markdown()
+steps["resolve"] = (cudashim.platform.resolve_platform_name(cudashim.config.load_config()), loaded())[1]
 plat = cudashim.PLATFORM
 steps["PLATFORM"] = loaded()
 print(json.dumps({"platform": plat.name, "steps": steps}))

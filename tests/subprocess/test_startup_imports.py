@@ -34,7 +34,7 @@ import os, sys  # json only at the end: it imports re, enum, functools...
 sys.path[:0] = %(path)r
 before = set(sys.modules)
 import sitecustomize  # the trampoline, exactly as site would run it
-import cudashim._bootstrap as b
+import cudashim as b
 new = set(sys.modules) - before
 status = b.status()
 extra = %(extra)r
@@ -74,12 +74,14 @@ def test_bootstrap_imports_nothing_heavy(shim, case):
     assert "cudashim.config" in got["new"] and "cudashim.envs" in got["new"]
     # the hook is armed, not loaded: the patches package, its finder and its registry wait until
     # torch or a module holding a patch target is looked up (tests/subprocess/test_armed_hook.py)
-    assert not [m for m in got["new"] if m.startswith("cudashim.patches")], got["new"]
+    # (the packs, data, are: the bootstrap reads their module names)
+    assert [m for m in got["new"] if m.startswith("cudashim.patches")] == ["cudashim.patches", "cudashim.patches.packs"]
     assert st["hook"] == "armed", st
-    # no config file: its reader and checks stay out; detection needs the hardware package alone
-    assert "cudashim._config_file" not in got["new"] and "cudashim.hardware.device" not in got["new"]
-    # the reset registry is the package's own; cudashim._state only re-exports it for other modules
-    assert "cudashim._state" not in got["new"]
+    # no config file: its reader (tomllib, in HEAVY) stays out; detection needs the hardware package alone
+    assert "cudashim.hardware.device" not in got["new"]
+    # the one import hook, the platform names and the reset registry are what activation adds
+    assert {"cudashim.importhook", "cudashim.platform", "cudashim._state"} <= set(got["new"]), got["new"]
+    assert "cudashim.platform.contract" not in got["new"]
     assert sorted(set(got["new"]) & set(HEAVY)) == []
     # off ascend, with no rank variables set, visibility has nothing to settle: not even imported
     assert ("cudashim.visibility" in got["new"]) == (case == "ascend")
@@ -163,7 +165,7 @@ def test_first_target_lookup_sets_the_patches_up(shim):
 
 def test_probe_sees_heavy_imports(shim):
     """The control: the Platform classes need enum, and the probe reports it."""
-    got = _probe(shim, shim.env(), extra="cudashim.platform")
+    got = _probe(shim, shim.env(), extra="cudashim.platform.contract")
     assert "enum" in got["extra"]
 
 

@@ -20,7 +20,7 @@ def test_bootstrap_comes_from_the_launchers_package_not_a_decoy_on_the_path(tmp_
     (decoy / "cudashim" / "__init__.py").write_text("")
     (decoy / "cudashim" / "_bootstrap" / "__init__.py").write_text("def bootstrap():\n    print('DECOY BOOTSTRAP')\n")
     script = tmp_path / "app.py"
-    script.write_text("import cudashim, cudashim._bootstrap as b\nprint('cudashim from', cudashim.__file__)\n"
+    script.write_text("import cudashim, cudashim as b\nprint('cudashim from', cudashim.__file__)\n"
                       "print('active', b.status()['active'])\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(decoy), "CUDASHIM_PLATFORM": "cpu", "CUDASHIM_SYSROOT": str(tmp_path)}
     # the launcher is this checkout's (-m from its root); the child sees the decoy on PYTHONPATH
@@ -37,7 +37,7 @@ def test_the_trampoline_does_not_search_its_packages_parent_folder(tmp_path: Pat
     sys.path search does first) would cost more than the bootstrap itself. It loads the package from
     its own file instead, so the folder is never searched (no finder is cached for it)."""
     probe = tmp_path / "probe.py"
-    probe.write_text("import sys, cudashim, cudashim._bootstrap as b\n"
+    probe.write_text("import sys, cudashim, cudashim as b\n"
                      f"print(b.status()['active'], {str(REPO)!r} in sys.path_importer_cache, {str(REPO)!r} in sys.path)\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "cudashim" / "_bootstrap"), "CUDASHIM_PLATFORM": "cpu",
            "CUDASHIM_SYSROOT": str(tmp_path)}

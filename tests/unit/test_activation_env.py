@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from cudashim import envs, launcher, visibility
+from cudashim import envs, visibility
+from cudashim.cli import run as launcher
 from cudashim.errors import EnvError, VisibilityError
 
 _ASCEND_DEFAULTS = {

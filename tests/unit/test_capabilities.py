@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 import cudashim
-from cudashim import _state, capabilities as caps
+from cudashim import _state
+from cudashim.platform import capabilities as caps
 from cudashim.errors import CapabilityError
-from cudashim.platform import PlatformCPU
+from cudashim.platform.contract import PlatformCPU
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -129,7 +130,7 @@ def test_markdown_has_a_row_per_capability():
 
 def test_readme_copy_is_current():
     assert not caps.update_readme(README, check=True), \
-        "README.md capability table is stale; run: python -m cudashim.capabilities --write"
+        "README.md capability table is stale; run: python -m cudashim.platform.capabilities --write"
 
 
 def test_stale_readme_is_detected_and_rewritten(tmp_path):
@@ -147,6 +148,6 @@ def test_stale_readme_is_detected_and_rewritten(tmp_path):
 def test_module_entry_point_checks(tmp_path):
     copy = tmp_path / "README.md"
     copy.write_text("<!-- capabilities:begin -->\n<!-- capabilities:end -->\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "cudashim.capabilities", "--check", str(copy)],
+    out = subprocess.run([sys.executable, "-m", "cudashim.platform.capabilities", "--check", str(copy)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "stale" in out.stdout

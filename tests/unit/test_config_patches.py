@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from cudashim.config import PatchEntry, load_config
+from cudashim.patches.packs import check_config
+from cudashim.platform import resolve_platform_name
 from cudashim.errors import ConfigError
 
 GOOD = """
@@ -63,9 +65,18 @@ def test_env_disable_without_file() -> None:
     assert "flash_attn_cute" in cfg.disable
 
 
+def _checked(**kwargs):
+    """load_config, then the checks of names done where the names live (patches: packs; platform)."""
+    cfg = load_config(**kwargs)
+    check_config(cfg)
+    if cfg.platform is not None:
+        resolve_platform_name(cfg, {})  # checks the name (cudashim.platform holds the list)
+    return cfg
+
+
 def test_env_disable_unknown_name_is_an_error() -> None:
     with pytest.raises(ConfigError) as e:
-        load_config(environ={"CUDASHIM_DISABLE_PATCHES": "flash_atn"})
+        _checked(environ={"CUDASHIM_DISABLE_PATCHES": "flash_atn"})
     assert "CUDASHIM_DISABLE_PATCHES" in str(e.value) and "'flash_atn'" in str(e.value)
 
 
@@ -114,7 +125,7 @@ def test_malformed_config_names_file_key_and_fix(tmp_path: Path, case: tuple) ->
     text = "[tool]\ncudashim = 5\n" if body is None else "[tool.cudashim]\n" + body + "\n"
     p = _write(tmp_path, text)
     with pytest.raises(ConfigError) as e:
-        load_config(path=p, environ={})
+        _checked(path=p, environ={})
     msg = str(e.value)
     assert str(p) in msg, msg
     assert f"[{key}" in msg or key in msg, msg
@@ -130,7 +141,7 @@ def test_every_malformed_message_is_distinct(tmp_path: Path) -> None:
         d.mkdir()
         text = "[tool]\ncudashim = 5\n" if body is None else "[tool.cudashim]\n" + body + "\n"
         with pytest.raises(ConfigError) as e:
-            load_config(path=_write(d, text), environ={})
+            _checked(path=_write(d, text), environ={})
         messages.add(str(e.value).replace(str(d), "<dir>"))
     assert len(messages) == len(BAD)
 

@@ -19,12 +19,10 @@ from cudashim.hardware import (
     npu_numa_node,
     physical_cores_by_numa,
     query_nvml,
-    visible_device_env_name,
-    visible_device_ids,
 )
 from cudashim.hardware import device, nvidia
+from cudashim.hardware.visible import visible_device_env_name, visible_device_ids
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from hwtest import fresh_hardware_state, hwtrees  # noqa: E402,F401  (autouse fixture: a clean state per test)
 
 

@@ -15,11 +15,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 _PROBE = """
 import json, sys
-import cudashim.hardware as hw
+import cudashim.hardware as hw, cudashim.hardware.visible as visible
 before = sorted(m for m in sys.modules if m.split('.')[0] in HEAVY)
 kind = hw.accelerator_kind()
 n = hw.device_count()
-name = hw.visible_device_env_name()
+name = visible.visible_device_env_name()
 after = sorted(m for m in sys.modules if m.split('.')[0] in HEAVY)
 print(json.dumps({"before": before, "after": after, "kind": kind, "n": n, "name": name}))
 """

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudashim.errors import VisibilityError
-from cudashim.hardware import device, visible_device_ids
+from cudashim.hardware import device
+from cudashim.hardware.visible import visible_device_ids
 from cudashim.hardware.ascend import parse_npu_smi_topo
 from cudashim.hardware.cpu import format_cpu_list, parse_cpu_list, parse_lscpu
 from cudashim.hardware.nvidia import normalize_bus_id, parse_information, parse_numa_node

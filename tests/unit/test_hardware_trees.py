@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import filecmp
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,17 +14,15 @@ from cudashim.hardware import (
     HardwareError,
     NvmlDevice,
     accelerator_kind,
-    assign_visible_devices,
     device_count,
     discover_gpus,
     discover_npu_devices,
     npu_numa_node,
     numa_cpus,
-    visible_device_env_name,
 )
 from cudashim.hardware import nvidia
+from cudashim.hardware.visible import assign_visible_devices, visible_device_env_name
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from hwtest import fresh_hardware_state, hwtrees  # noqa: E402,F401  (autouse fixture: a clean state per test)
 
 TREES = hwtrees.TREES_DIR

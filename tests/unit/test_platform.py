@@ -14,7 +14,8 @@ import cudashim
 from cudashim import _state
 from cudashim.config import Config
 from cudashim.errors import CapabilityError, EnvError
-from cudashim.platform import (
+from cudashim.platform import resolve_platform_name
+from cudashim.platform.contract import (
     PLATFORM_CLASSES,
     PlatformCPU,
     PlatformEnum,
@@ -22,7 +23,6 @@ from cudashim.platform import (
     PlatformNPU,
     bf16_tflops_for,
     get_platform,
-    resolve_platform_name,
 )
 
 

@@ -1,7 +1,7 @@
 """What the start-up diet replaced must behave as what it replaced.
 
 The bootstrap path no longer imports re or dataclasses: /dev names and PCI bus ids are parsed with
-string code, and the value classes are cudashim._record.Record subclasses. These tests hold the
+string code, and the value classes are cudashim.envs._Record subclasses. These tests hold the
 string parsers to the exact regular expressions they replaced (as oracles, compiled here), and the
 records to what frozen dataclasses gave: construction errors, equality, hashing, immutability,
 repr, replace, pickling and copying.
@@ -75,8 +75,8 @@ def test_record_construction_like_a_dataclass():
         PatchEntry("a:b", "c:d", None)
     with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
         Config(nope=1)
-    with pytest.raises(TypeError, match="takes 4 arguments but 5"):
-        Config(None, None, (), frozenset(), 1)
+    with pytest.raises(TypeError, match="takes 5 arguments but 6"):
+        Config(None, None, (), frozenset(), frozenset(), 1)
     with pytest.raises(TypeError, match="multiple values for argument 'path'"):
         Config(None, path=None)
     assert EnvRule("cpu", "X", "1", "default", "why").source is None  # declared defaults

@@ -11,7 +11,7 @@ group sizes are served by the torch reference on the NPU, as the capability tabl
 import functools
 from typing import Any, Callable
 
-from .._common import AMAX_FLOOR, FP8_MAX, MANT_1_75
+from .._common import e4m3, ue8m0_byte, ue8m0_exponent, ue8m0_inverse_scale
 from .._launch import check_per_token_cast, launch_per_token_cast
 from ._jit import compile_program, num_vector_cores
 
@@ -49,16 +49,9 @@ def _program(hidden: int, group_size: int, dtype: str, cores: int) -> Any:
                         xf[i, j] = T.cast(x_ub[i * g + j], T.float32)
                     T.reduce_absmax(xf, amax, dim=1)
                     for i, j in T.Parallel(ng, g):
-                        bits = T.reinterpret(T.max(amax[i], AMAX_FLOOR), T.int32)
-                        e = ((bits >> 23) & 0xFF) - 135 + T.if_then_else((bits & 0x7FFFFF) > MANT_1_75, 1, 0)
-                        q_ub[i * g + j] = T.cast(
-                            T.clamp(xf[i, j] * T.reinterpret((127 - e) << 23, T.float32), -FP8_MAX, FP8_MAX),
-                            T.float8_e4m3fn,
-                        )
+                        q_ub[i * g + j] = e4m3(T, xf[i, j], ue8m0_inverse_scale(T, ue8m0_exponent(T, amax[i])))
                     for i in T.Parallel(ng):
-                        bits = T.reinterpret(T.max(amax[i], AMAX_FLOOR), T.int32)
-                        e = ((bits >> 23) & 0xFF) - 135 + T.if_then_else((bits & 0x7FFFFF) > MANT_1_75, 1, 0)
-                        sf_ub[i] = T.cast(e + 127, T.uint8)
+                        sf_ub[i] = ue8m0_byte(T, ue8m0_exponent(T, amax[i]))
                 T.copy(q_ub, Q[row, 0:hidden])
                 T.copy(sf_ub, SF[row, 0:ng])
 
@@ -80,7 +73,7 @@ def per_token_cast_tl(
 def _torch_path(hidden: int, group_size: int, dtype: str, sf_name: str) -> Callable[[Any], tuple[Any, Any]]:
     # The capability table marks non-g32 casts on ascend as emulated with one warning: same bytes,
     # slower path. Asking it (rather than hard-coding the warning) keeps the table the one truth.
-    from ... import capabilities
+    from ...platform import capabilities
     from ..torch.quant import per_token_cast_tl as reference
 
     api = f"cudashim.kernels.ops.per_token_cast_tl(group_size={group_size})"

@@ -12,7 +12,7 @@ serves int16 containers (2 scales each, Ascend's fp8_sf_type) and int32 ones.
 import functools
 from typing import Any, Callable
 
-from .._common import AMAX_FLOOR, FP8_MAX, MANT_1_75
+from .._common import e4m3, ue8m0_byte, ue8m0_exponent, ue8m0_inverse_scale
 from .._launch import check_store_kv_cache, launch_store_kv_cache
 from ._jit import compile_program, num_vector_cores
 
@@ -72,16 +72,9 @@ def _program(row_elems: int, block_size: int, dtype: str, fp8: bool, group_size:
                             xf[i, j] = T.cast(x_ub[i * g + j], T.float32)
                         T.reduce_absmax(xf, amax, dim=1)
                         for i, j in T.Parallel(ng, g):
-                            bits = T.reinterpret(T.max(amax[i], AMAX_FLOOR), T.int32)
-                            e = ((bits >> 23) & 0xFF) - 135 + T.if_then_else((bits & 0x7FFFFF) > MANT_1_75, 1, 0)
-                            q_ub[i * g + j] = T.cast(
-                                T.clamp(xf[i, j] * T.reinterpret((127 - e) << 23, T.float32), -FP8_MAX, FP8_MAX),
-                                T.float8_e4m3fn,
-                            )
+                            q_ub[i * g + j] = e4m3(T, xf[i, j], ue8m0_inverse_scale(T, ue8m0_exponent(T, amax[i])))
                         for i in T.Parallel(ng):
-                            bits = T.reinterpret(T.max(amax[i], AMAX_FLOOR), T.int32)
-                            e = ((bits >> 23) & 0xFF) - 135 + T.if_then_else((bits & 0x7FFFFF) > MANT_1_75, 1, 0)
-                            sf_ub[i] = T.cast(e + 127, T.uint8)
+                            sf_ub[i] = ue8m0_byte(T, ue8m0_exponent(T, amax[i]))
                     T.copy(q_ub, Cache[slot // bs, slot % bs, 0:row_elems])
                     T.copy(sf_ub, SF[slot // bs, slot % bs, 0:ng])
 

@@ -6,7 +6,7 @@
 import functools
 from typing import Any, Callable
 
-from .._common import AMAX_FLOOR, FP8_MAX, MANT_1_75
+from .._common import e4m3, ue8m0_byte, ue8m0_exponent, ue8m0_inverse_scale
 from .._launch import check_per_token_cast, launch_per_token_cast
 from ._jit import compile_program, threads_for
 
@@ -35,12 +35,11 @@ def _program(hidden: int, group_size: int, dtype: str) -> Any:
                 xf[i, j] = T.cast(X[row, i * g + j], T.float32)
             T.reduce_absmax(xf, amax, dim=1)
             for i in T.Parallel(ng):
-                bits = T.reinterpret(T.max(amax[i], AMAX_FLOOR), T.int32)
-                e = ((bits >> 23) & 0xFF) - 135 + T.if_then_else((bits & 0x7FFFFF) > MANT_1_75, 1, 0)
-                inv[i] = T.reinterpret((127 - e) << 23, T.float32)
-                SF[row, i] = T.cast(e + 127, T.uint8)
+                e = ue8m0_exponent(T, amax[i])
+                inv[i] = ue8m0_inverse_scale(T, e)
+                SF[row, i] = ue8m0_byte(T, e)
             for i, j in T.Parallel(ng, g):
-                Q[row, i * g + j] = T.cast(T.clamp(xf[i, j] * inv[i], -FP8_MAX, FP8_MAX), T.float8_e4m3fn)
+                Q[row, i * g + j] = e4m3(T, xf[i, j], inv[i])
 
     return per_token_cast
 

@@ -12,7 +12,7 @@ a uint8 view of the scale cache, so the container (int32 / int16) is only a view
 import functools
 from typing import Any, Callable
 
-from .._common import AMAX_FLOOR, FP8_MAX, MANT_1_75
+from .._common import e4m3, ue8m0_byte, ue8m0_exponent, ue8m0_inverse_scale
 from .._launch import check_store_kv_cache, launch_store_kv_cache
 from ._jit import compile_program, threads_for
 
@@ -70,12 +70,11 @@ def _program(row_elems: int, block_size: int, dtype: str, fp8: bool, group_size:
                     xf[i, j] = T.cast(X[tok, i * g + j], T.float32)
                 T.reduce_absmax(xf, amax, dim=1)
                 for i in T.Parallel(ng):
-                    bits = T.reinterpret(T.max(amax[i], AMAX_FLOOR), T.int32)
-                    e = ((bits >> 23) & 0xFF) - 135 + T.if_then_else((bits & 0x7FFFFF) > MANT_1_75, 1, 0)
-                    inv[i] = T.reinterpret((127 - e) << 23, T.float32)
-                    SF[blk, off, i] = T.cast(e + 127, T.uint8)
+                    e = ue8m0_exponent(T, amax[i])
+                    inv[i] = ue8m0_inverse_scale(T, e)
+                    SF[blk, off, i] = ue8m0_byte(T, e)
                 for i, j in T.Parallel(ng, g):
-                    Cache[blk, off, i * g + j] = T.cast(T.clamp(xf[i, j] * inv[i], -FP8_MAX, FP8_MAX), T.float8_e4m3fn)
+                    Cache[blk, off, i * g + j] = e4m3(T, xf[i, j], inv[i])
 
     return store_kv_cache_fp8
 

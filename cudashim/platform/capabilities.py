@@ -1,7 +1,7 @@
 """THE capability table: capability x platform -> native / emulated / unsupported, how it fails, how far verified.
 
 The table is data (TABLE below); `require()` turns it into early, loud failures, and `render_markdown()` into
-the README copy (`python -m cudashim.capabilities --write` refreshes README.md; a test fails when it is stale).
+the README copy (`python -m cudashim.platform.capabilities --write` refreshes README.md; a test fails when it is stale).
 
 Verification levels (DESIGN.md section 6): L0 written against the documented API; L1 contract-tested against
 the real upstream code; L2 compiled for the target; L3 ran on the hardware (CPU rows: in CI).
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import _state
-from .errors import CapabilityError
+from .. import _state
+from ..errors import CapabilityError
+from . import PLATFORMS as _PLATFORM_NAMES
 
 __all__ = [
     "PLATFORMS",
@@ -38,7 +39,9 @@ __all__ = [
     "main",
 ]
 
+# the README's column order (the pass-through platform first); the names are cudashim.platform's
 PLATFORMS = ("nvidia", "ascend", "cpu")
+assert sorted(PLATFORMS) == sorted(_PLATFORM_NAMES), "the capability table needs a column per platform"
 STATUSES = ("native", "emulated", "unsupported")
 RAISE_CONSTRUCTION, RAISE_CALL, WARN = "raise at construction", "raise at call", "warn and degrade"
 FAILURES = (RAISE_CONSTRUCTION, RAISE_CALL, WARN)
@@ -67,8 +70,11 @@ class Capability:
     limit_kind: str = "max"  # how Entry.limit bounds a value: "max" (value <= limit) or "align" (value % limit == 0)
 
 
-def _cap(cap_id: str, title: str, api: str, nvidia: Entry, ascend: Entry, cpu: Entry, limit_kind: str = "max") -> Capability:
-    return Capability(cap_id, title, api, {"nvidia": nvidia, "ascend": ascend, "cpu": cpu}, limit_kind)
+def _cap(cap_id: str, title: str, api: str, limit_kind: str = "max", **cells: Entry) -> Capability:
+    """One row; its cells keyed by platform name (every name of cudashim.platform.PLATFORMS, no other)."""
+    if set(cells) != set(_PLATFORM_NAMES):
+        raise ValueError(f"capability {cap_id!r}: cells for {sorted(cells)}; give one for each of {', '.join(_PLATFORM_NAMES)}")
+    return Capability(cap_id, title, api, cells, limit_kind)
 
 
 N, E, U = "native", "emulated", "unsupported"
@@ -83,99 +89,101 @@ _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("
 # tests/npu_ops the torch paths, tests/cpu/test_cpu_torchrun.py NCCL-as-Gloo with two ranks).
 TABLE: tuple[Capability, ...] = (
     _cap("cuda_graphs", "CUDA graphs", "torch.cuda.CUDAGraph",
-         Entry(N, RAISE_CONSTRUCTION, "L3", "torch.cuda.CUDAGraph / torch.cuda.graph (nano-vllm captured "
+         nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "torch.cuda.CUDAGraph / torch.cuda.graph (nano-vllm captured "
                "its decode graphs under the shim on an H200)"),
-         Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
-         Entry(U, RAISE_CONSTRUCTION, "L3", "the CPU has no graph capture", _EAGER)),
+         ascend=Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
+         cpu=Entry(U, RAISE_CONSTRUCTION, "L3", "the CPU has no graph capture", _EAGER)),
     _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
-         Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
-         Entry(U, RAISE_CALL, "L1", "keep_graph=True is accepted and dropped (NPU graphs exist only "
+         nvidia=Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
+         ascend=Entry(U, RAISE_CALL, "L1", "keep_graph=True is accepted and dropped (NPU graphs exist only "
                "instantiated); raw_cuda_graph() raises", "do not ask for the raw graph when not PLATFORM.is_gpu"),
-         Entry(U, RAISE_CONSTRUCTION, "L0", "the CPU has no graph capture", _EAGER)),
+         cpu=Entry(U, RAISE_CONSTRUCTION, "L0", "the CPU has no graph capture", _EAGER)),
     _cap("cuda_graph_instantiate", "CUDAGraph.instantiate()", "torch.cuda.CUDAGraph.instantiate",
-         Entry(N, RAISE_CALL, "L0", "explicit instantiation after capture with keep_graph=True"),
-         Entry(E, None, "L1", "a no-op: an NPU graph is instantiated when capture ends"),
-         Entry(U, RAISE_CALL, "L0", "the CPU has no graph capture", _EAGER)),
+         nvidia=Entry(N, RAISE_CALL, "L0", "explicit instantiation after capture with keep_graph=True"),
+         ascend=Entry(E, None, "L1", "a no-op: an NPU graph is instantiated when capture ends"),
+         cpu=Entry(U, RAISE_CALL, "L0", "the CPU has no graph capture", _EAGER)),
     _cap("graph_event_timers", "in-graph event timers", "CUDAGraphTimer",
-         Entry(N, RAISE_CALL, "L0", "event-record nodes inside a kept graph"),
-         Entry(U, RAISE_CALL, "L0", "NPU graph timer primitives are not implemented",
+         nvidia=Entry(N, RAISE_CALL, "L0", "event-record nodes inside a kept graph"),
+         ascend=Entry(U, RAISE_CALL, "L0", "NPU graph timer primitives are not implemented",
                "check the timer's supported() and time outside the graph"),
-         Entry(U, RAISE_CALL, "L0", "no graphs on the CPU", "check the timer's supported() and time outside the graph")),
+         cpu=Entry(U, RAISE_CALL, "L0", "no graphs on the CPU", "check the timer's supported() and time outside the graph")),
     _cap("symmetric_memory", "symmetric memory", "torch.distributed._symmetric_memory",
-         Entry(N, RAISE_CALL, "L0", "symm_mem.empty / rendezvous over NVLink"),
-         Entry(U, RAISE_CALL, "L1", "no NPU implementation of symm_mem",
+         nvidia=Entry(N, RAISE_CALL, "L0", "symm_mem.empty / rendezvous over NVLink"),
+         ascend=Entry(U, RAISE_CALL, "L1", "no NPU implementation of symm_mem",
                "disable the intra-node symmetric-memory path (e.g. EPLB shuffle) and use process-group collectives"),
-         Entry(U, RAISE_CALL, "L3", "no CPU implementation of symm_mem",
+         cpu=Entry(U, RAISE_CALL, "L3", "no CPU implementation of symm_mem",
                "disable the symmetric-memory path and use process-group collectives (Gloo)")),
     _cap("batch_invariant", "batch-invariant kernels", "batch-invariant mode",
-         Entry(N, RAISE_CONSTRUCTION, "L0", "batch-invariant + deterministic kernels"),
-         Entry(U, RAISE_CONSTRUCTION, "L0", "NPU kernels are deterministic but not batch-invariant",
+         nvidia=Entry(N, RAISE_CONSTRUCTION, "L0", "batch-invariant + deterministic kernels"),
+         ascend=Entry(U, RAISE_CONSTRUCTION, "L0", "NPU kernels are deterministic but not batch-invariant",
                "switch batch-invariant mode off; deterministic algorithms stay on"),
-         Entry(E, WARN, "L0", "deterministic run to run; oneDNN matmul is not guaranteed batch-invariant",
+         cpu=Entry(E, WARN, "L0", "deterministic run to run; oneDNN matmul is not guaranteed batch-invariant",
                "compare results at a fixed batch size")),
     _cap("pdl", "programmatic dependent launch (PDL)", "set_pdl(True)",
-         Entry(N, RAISE_CALL, "L0", "Hopper and later (SM90+)"),
-         Entry(E, WARN, "L0", "no NPU equivalent; kernels launch one after another (same results, slower)",
+         nvidia=Entry(N, RAISE_CALL, "L0", "Hopper and later (SM90+)"),
+         ascend=Entry(E, WARN, "L0", "no NPU equivalent; kernels launch one after another (same results, slower)",
                "nothing to do; leave PDL off on ascend to silence this"),
-         Entry(E, None, "L0", "a no-op: CPU ops run in order")),
+         cpu=Entry(E, None, "L0", "a no-op: CPU ops run in order")),
     _cap("fp8_einsum_output", "FP8 einsum output", "FP8 einsum output",
-         Entry(N, RAISE_CALL, "L0", "FP8 einsum output at granularity 32"),
-         Entry(E, WARN, "L0", "switched off: BF16 output then cast (same values, more memory traffic)",
+         nvidia=Entry(N, RAISE_CALL, "L0", "FP8 einsum output at granularity 32"),
+         ascend=Entry(E, WARN, "L0", "switched off: BF16 output then cast (same values, more memory traffic)",
                "nothing to do; gate it on PLATFORM.is_gpu to silence this"),
-         Entry(E, None, "L0", "BF16 output then cast through the torch reference")),
+         cpu=Entry(E, None, "L0", "BF16 output then cast through the torch reference")),
     _cap("per_token_cast_granularity", "per-token cast group size", "per_token_cast",
-         Entry(N, RAISE_CALL, "L3", "any multiple of 32 (the cuda kernel, g32/64/128, equals the torch backend on an H200)"),
-         Entry(E, WARN, "L2", "native g32 only (lowers to AscendC in CI); other multiples of 32 use the PyTorch "
+         nvidia=Entry(N, RAISE_CALL, "L3", "any multiple of 32 (the cuda kernel, g32/64/128, equals the torch backend on an H200)"),
+         ascend=Entry(E, WARN, "L2", "native g32 only (lowers to AscendC in CI); other multiples of 32 use the PyTorch "
                "reference (slower)",
                "use group size 32 for the native kernel"),
-         Entry(E, None, "L3", "PyTorch reference, any multiple of 32 (tests/kernels runs g32/64/128 in CI)")),
+         cpu=Entry(E, None, "L3", "PyTorch reference, any multiple of 32 (tests/kernels runs g32/64/128 in CI)")),
     _cap("force_topk_bound", "sampler force_topk bound", "force_topk",
-         Entry(N, RAISE_CALL, "L0", "force_topk <= 16384", limit=16384),
-         Entry(N, RAISE_CALL, "L0", "force_topk <= 4096 (UB/register budget of the Ascend sampler)",
+         nvidia=Entry(N, RAISE_CALL, "L0", "force_topk <= 16384", limit=16384),
+         ascend=Entry(N, RAISE_CALL, "L0", "force_topk <= 4096 (UB/register budget of the Ascend sampler)",
                "lower force_topk to 4096 or less", limit=4096),
-         Entry(N, None, "L0", "torch.topk: no bound")),
+         cpu=Entry(N, None, "L0", "torch.topk: no bound")),
     _cap("kv_cache_fp8_fp32_scale", "KV cache: FP8 values + FP32 scale index", "FP8_FLOAT32_SF_INDEX KV cache format",
-         Entry(N, RAISE_CONSTRUCTION, "L0", "separate value and FP32 scale regions"),
-         Entry(U, RAISE_CONSTRUCTION, "L0", "format removed from the NPU's supported KV formats",
+         nvidia=Entry(N, RAISE_CONSTRUCTION, "L0", "separate value and FP32 scale regions"),
+         ascend=Entry(U, RAISE_CONSTRUCTION, "L0", "format removed from the NPU's supported KV formats",
                "use the packed UE8M0 KV cache format (PLATFORM.fp8_sf_type, int16 on ascend)"),
-         Entry(E, None, "L0", "torch reference path (float8 storage, FP32 scales)")),
+         cpu=Entry(E, None, "L0", "torch reference path (float8 storage, FP32 scales)")),
     _cap("host_register_pinning", "pinning existing host memory", "Platform.pin_host_memory",
-         Entry(N, WARN, "L3", "cudaHostRegister / cudaHostUnregister via torch.cuda.cudart()",
+         nvidia=Entry(N, WARN, "L3", "cudaHostRegister / cudaHostUnregister via torch.cuda.cudart()",
                "nothing to do; copies use the pageable path when registration fails"),
-         Entry(N, WARN, "L0", "aclrtHostRegisterV2 via ctypes (tested against a fake libascendcl); a driver "
+         ascend=Entry(N, WARN, "L0", "aclrtHostRegisterV2 via ctypes (tested against a fake libascendcl); a driver "
                "without it stops construction", "upgrade CANN if construction fails; otherwise copies use the "
                "pageable path"),
-         Entry(E, None, "L3", "a no-op: CPU tensors already live in host memory")),
+         cpu=Entry(E, None, "L3", "a no-op: CPU tensors already live in host memory")),
     _cap("ipc_export_alignment", "IPC export address alignment", "IPC tensor export",
-         Entry(N, RAISE_CALL, "L0", "cudaIpcGetMemHandle: no extra requirement"),
-         Entry(N, RAISE_CALL, "L0", "aclrtIpcMemGetExportKey needs a 2 MiB-aligned address (else 507899); "
+         nvidia=Entry(N, RAISE_CALL, "L0", "cudaIpcGetMemHandle: no extra requirement"),
+         ascend=Entry(N, RAISE_CALL, "L0", "aclrtIpcMemGetExportKey needs a 2 MiB-aligned address (else 507899); "
                "import needs ENABLE_PEER_ACCESS", "allocate exported buffers 2 MiB-aligned", limit=2 * _MiB),
-         Entry(E, None, "L0", "tensors shared through torch.multiprocessing shared memory; no alignment"),
+         cpu=Entry(E, None, "L0", "tensors shared through torch.multiprocessing shared memory; no alignment"),
          limit_kind="align"),
     _cap("collective_backend", "device collectives backend", "torch.distributed (nccl)",
-         Entry(N, RAISE_CONSTRUCTION, "L3", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
-         Entry(E, RAISE_CONSTRUCTION, "L1", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults"),
-         Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP)")),
+         nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
+         ascend=Entry(E, RAISE_CONSTRUCTION, "L1", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults"),
+         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP)")),
     _cap("flash_attention", "flash attention", "flash_attn",
-         Entry(N, RAISE_CALL, "L3", "flash_attn when installed; a portable stand-in when it is not (cudashim.npu_ops "
+         nvidia=Entry(N, RAISE_CALL, "L3", "flash_attn when installed; a portable stand-in when it is not (cudashim.npu_ops "
                "on PyTorch's flash kernel and Triton paged kernels, checked on an H200)"),
-         Entry(E, RAISE_CALL, "L0", "cudashim.npu_ops.flash_attn on torch_npu fused attention"),
-         Entry(E, RAISE_CALL, "L3", "cudashim.npu_ops.flash_attn's torch path stands in for flash_attn "
+         ascend=Entry(E, RAISE_CALL, "L0", "cudashim.npu_ops.flash_attn on torch_npu fused attention; the flash-attn "
+               "-> NPU mapping checked numerically against CPU implementations of the documented operators "
+               "(cudashim.emulated.npu.ops), not run on an NPU nor end to end on the simulated one"),
+         cpu=Entry(E, RAISE_CALL, "L3", "cudashim.npu_ops.flash_attn's torch path stands in for flash_attn "
                "(tests/npu_ops checks it against a float64 oracle in CI)")),
     _cap("tilelang_kernels", "TileLang kernels", "tilelang kernel library",
-         Entry(N, RAISE_CALL, "L3", "cudashim.kernels.cuda (TileLang target cuda; equal to the torch backend on an H200)"),
-         Entry(E, RAISE_CALL, "L2", "cudashim.kernels.asc (TileLang target ascend; every kernel lowers to AscendC in "
+         nvidia=Entry(N, RAISE_CALL, "L3", "cudashim.kernels.cuda (TileLang target cuda; equal to the torch backend on an H200)"),
+         ascend=Entry(E, RAISE_CALL, "L2", "cudashim.kernels.asc (TileLang target ascend; every kernel lowers to AscendC in "
                "CI, none compiled with bisheng or run)"),
-         Entry(E, RAISE_CALL, "L3", "cudashim.kernels.torch reference implementations (run in CI by tests/kernels)")),
+         cpu=Entry(E, RAISE_CALL, "L3", "cudashim.kernels.torch reference implementations (run in CI by tests/kernels)")),
     _cap("cuda_cpp_extensions", "CUDA C++ extensions", "torch.utils.cpp_extension.CUDAExtension",
-         Entry(N, RAISE_CALL, "L0", "built with nvcc"),
-         Entry(U, RAISE_CALL, "L0", "CUDA sources do not build for the NPU",
+         nvidia=Entry(N, RAISE_CALL, "L0", "built with nvcc"),
+         ascend=Entry(U, RAISE_CALL, "L0", "CUDA sources do not build for the NPU",
                f"port the extension to AscendC (NpuExtension) or {_PATCH}"),
-         Entry(U, RAISE_CALL, "L3", "CUDA sources do not build for the CPU", _PATCH)),
+         cpu=Entry(U, RAISE_CALL, "L3", "CUDA sources do not build for the CPU", _PATCH)),
     _cap("triton_kernels", "Triton kernels", "triton.jit kernel",
-         Entry(N, RAISE_CALL, "L0", "Triton CUDA backend"),
-         Entry(U, RAISE_CALL, "L0", "no Triton NPU backend is wired in", _PATCH),
-         Entry(U, RAISE_CALL, "L3", "no Triton CPU backend",
+         nvidia=Entry(N, RAISE_CALL, "L0", "Triton CUDA backend"),
+         ascend=Entry(U, RAISE_CALL, "L0", "no Triton NPU backend is wired in", _PATCH),
+         cpu=Entry(U, RAISE_CALL, "L3", "no Triton CPU backend",
                f"{_PATCH}, or set TRITON_INTERPRET=1 to run it in Triton's (slow) interpreter")),
 )
 
@@ -195,7 +203,7 @@ def get(name: str) -> Capability:
 
 def _platform_name(platform: Any) -> str:
     if platform is None:
-        from .platform import platform_name
+        from .contract import platform_name
 
         return platform_name()
     name = getattr(platform, "name", platform)  # a Platform instance or class, or its name
@@ -283,7 +291,7 @@ def _cell_md(cap: Capability, cell: Entry) -> str:
 def render_markdown() -> str:
     """The table as Markdown, exactly what README.md holds between the capabilities markers."""
     lines = [
-        "Generated from `cudashim/capabilities.py` (`python -m cudashim.capabilities --write`). "
+        "Generated from `cudashim/platform/capabilities.py` (`python -m cudashim.platform.capabilities --write`). "
         "Levels: L0 written against the documented API, L1 contract-tested with real upstream code, "
         "L2 compiled for the target, L3 ran on the hardware (CPU: in CI). "
         "`cudashim.require(id)` raises `CapabilityError` for **unsupported** cells.",
@@ -323,16 +331,16 @@ def update_readme(path: Path | str, check: bool = False) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m cudashim.capabilities [--write|--check] [README.md]`: print, rewrite or check the table."""
+    """`python -m cudashim.platform.capabilities [--write|--check] [README.md]`: print, rewrite or check the table."""
     args = list(sys.argv[1:] if argv is None else argv)
     mode = args.pop(0) if args and args[0] in ("--write", "--check") else None
-    readme = Path(args[0]) if args else Path(__file__).resolve().parent.parent / "README.md"
+    readme = Path(args[0]) if args else Path(__file__).resolve().parents[2] / "README.md"
     if mode is None:
         print(render_markdown())
         return 0
     changed = update_readme(readme, check=mode == "--check")
     if mode == "--check":
-        print(f"{readme}: capability table is {'stale; run python -m cudashim.capabilities --write' if changed else 'current'}")
+        print(f"{readme}: capability table is {'stale; run python -m cudashim.platform.capabilities --write' if changed else 'current'}")
         return 1 if changed else 0
     print(f"{readme}: {'updated' if changed else 'already current'}")
     return 0

@@ -14,10 +14,11 @@ import os
 import shutil
 import sys
 
+from ..platform import PLATFORMS
+
 __all__ = ["BOOTSTRAP_DIR", "USAGE", "main", "python_path", "build_command"]
 
-BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
-PLATFORMS = ("ascend", "nvidia", "cpu")
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_bootstrap")
 USAGE = (
     "usage: python -m cudashim run [--platform ascend|nvidia|cpu] [--config FILE] [--report FILE]\n"
     "                              (script.py | -m module | -c code | EXECUTABLE) [args...]"

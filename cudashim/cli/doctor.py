@@ -16,8 +16,9 @@ import sys
 from importlib import metadata
 from typing import Any, Callable, Mapping
 
-from . import capabilities, envs
-from .errors import CudashimError
+from .. import envs
+from ..errors import CudashimError
+from ..platform import capabilities
 
 __all__ = ["OPTIONAL_PACKAGES", "collect", "render_text", "main"]
 
@@ -42,14 +43,15 @@ def _attempt(problems: list[str], what: str, fn: Callable[[], Any], default: Any
 
 
 def _platform_section(env: Mapping[str, str], problems: list[str]) -> tuple[str, dict[str, Any]]:
-    from .config import load_config
-    from .platform import PLATFORM_CLASSES, resolve_platform_name
+    from ..config import load_config
+    from ..platform import resolve_platform_name
+    from ..platform.contract import PLATFORM_CLASSES
 
     config = _attempt(problems, "config", lambda: load_config(environ=env))
     resolved = _attempt(problems, "platform", lambda: resolve_platform_name(config, env))
     if resolved is None:
         # still report something useful: what the hardware alone says
-        from .hardware import accelerator_kind
+        from ..hardware import accelerator_kind
 
         root = env.get("CUDASHIM_SYSROOT") or None
         resolved = (accelerator_kind(root), "fell back to hardware detection because of a problem listed below")
@@ -73,12 +75,14 @@ def _platform_section(env: Mapping[str, str], problems: list[str]) -> tuple[str,
 
 
 def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
-    from . import hardware
-    from .platform import bf16_tflops_for, _first_device_name
+    from .. import hardware
+    from ..platform.contract import bf16_tflops_for, _first_device_name
 
-    root = env.get("CUDASHIM_SYSROOT") or None
+    simulated = hardware.simulated_root(env)
+    root = env.get("CUDASHIM_SYSROOT") or simulated
     detected = hardware.accelerator_kind(root)
-    out: dict[str, Any] = {"detected": detected, "root": root or "/", "devices": []}
+    out: dict[str, Any] = {"detected": detected, "root": root or "/", "devices": [],
+                           "simulated": simulated is not None and root == simulated}
     if detected == "nvidia":
         out["devices"] = [
             {"index": g.index, "name": g.name, "compute_capability": list(g.compute_capability)
@@ -91,7 +95,7 @@ def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
             for i, d in enumerate(hardware.discover_npu_devices(root))
         ]
     nodes = hardware.numa_cpus(root) or {}
-    from .hardware.cpu import format_cpu_list
+    from ..hardware.cpu import format_cpu_list
 
     out["numa_nodes"] = {str(n): format_cpu_list(cpus) for n, cpus in sorted(nodes.items())}
     if detected != "cpu":
@@ -103,7 +107,7 @@ def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
 
 
 def _visibility_section(env: Mapping[str, str], platform: str, problems: list[str]) -> dict[str, Any]:
-    from .hardware import ENV_NAMES, visible_device_ids
+    from ..hardware.visible import ENV_NAMES, visible_device_ids
 
     out: dict[str, Any] = {"reads": ENV_NAMES.get(platform), "variables": {}}
     for name in sorted(set(ENV_NAMES.values())):
@@ -171,6 +175,11 @@ def collect(with_torch: bool = False, environ: Mapping[str, str] | None = None) 
     env = dict(os.environ if environ is None else environ)
     problems: list[str] = []
     name, plat = _platform_section(env, problems)
+    plat["simulated"] = bool(_attempt(problems, "CUDASHIM_SIMULATE", lambda: envs.get("CUDASHIM_SIMULATE", env)))
+    if plat["simulated"] and name != "ascend":
+        problems.append(f"CUDASHIM_SIMULATE=1 simulates the Ascend NPU only; the platform is {name}: set "
+                        "CUDASHIM_PLATFORM=ascend or unset CUDASHIM_SIMULATE")
+        plat["simulated"] = False
     report: dict[str, Any] = {"platform": plat}
     report["hardware"] = _attempt(problems, "hardware", lambda: _devices_section(env, name), {
         "detected": None, "root": env.get("CUDASHIM_SYSROOT") or "/", "devices": [], "numa_nodes": {},
@@ -180,18 +189,24 @@ def collect(with_torch: bool = False, environ: Mapping[str, str] | None = None) 
     report["capabilities"] = _capabilities_section(name)
     report["packages"] = {"cudashim": _version("cudashim"), **{d: _version(d) for d in OPTIONAL_PACKAGES}}
     report["torch"] = _torch_section() if with_torch else None
+    # what the shim did in doctor's own process (`cudashim run ... doctor`, PYTHONPATH): cudashim.status()
+    from .._bootstrap import status
+
+    report["this_process"] = status()
     report["problems"] = problems
     return report
 
 
 def render_text(report: Mapping[str, Any]) -> str:
     p, hw = report["platform"], report["hardware"]
-    lines = [f"platform: {p['name']} ({p['class']})", f"  why: {p['reason']}",
+    sim = " SIMULATED (CUDASHIM_SIMULATE=1: CPU implementations, no NPU)" if p.get("simulated") else ""
+    lines = [f"platform: {p['name']} ({p['class']}){sim}", f"  why: {p['reason']}",
              f"  kernels: {p['tilelang_ops_backend']}   collectives: {p['distributed_backend']}   "
              f"UE8M0 scales: {p['fp8_sf_type']} x{p['sf_pack_factor']}"]
     cfg = p["config"]
     lines.append(f"  config: {cfg['path'] or 'none found'}" + (f" ({cfg['patches']} patch entries)" if cfg["path"] else ""))
-    lines += ["", f"hardware under {hw['root']}: {hw['detected']}, {len(hw['devices'])} device(s)"]
+    lines += ["", f"hardware under {hw['root']}: {hw['detected']}, {len(hw['devices'])} device(s)"
+              + (" of the simulated Ascend host (not a real NPU)" if hw.get("simulated") else "")]
     for d in hw["devices"]:
         what = d.get("name") or d.get("entry")
         cc = f" cc {d['compute_capability'][0]}.{d['compute_capability'][1]}" if d.get("compute_capability") else ""
@@ -228,6 +243,14 @@ def render_text(report: Mapping[str, Any]) -> str:
     if t:
         lines += ["", f"torch {t['version']}: cuda build {t['cuda_build']}, cuda available {t['cuda_available']}, "
                       f"{t['device_count']} device(s), npu available {t['npu_available']}"]
+    st = report.get("this_process")
+    if st is not None:
+        lines += ["", "the shim in this process (cudashim.status()):"]
+        if st["active"]:
+            lines.append(f"  active ({st['source']}) on {st['platform']}; import hook {st['hook']}")
+            lines.append(f"  config: {st['config'] or 'none'} ({st['config_reason']})")
+        else:
+            lines.append(f"  off: {st['why_off']}")
     if report["problems"]:
         lines += ["", "problems:"] + [f"  - {m}" for m in report["problems"]]
     return "\n".join(lines)

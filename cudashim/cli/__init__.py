@@ -13,9 +13,9 @@ __all__ = ["main"]
 
 # subcommand -> (module, function taking argv list and returning an exit code, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "run": ("cudashim.launcher", "main", "run a script, -m module or executable under the shim"),
-    "doctor": ("cudashim.doctor", "main", "show the platform, devices, environment and capabilities"),
-    "patches": ("cudashim.patches.cli", "main", "list the patches active for this platform"),
+    "run": ("cudashim.cli.run", "main", "run a script, -m module or executable under the shim"),
+    "doctor": ("cudashim.cli.doctor", "main", "show the platform, devices, environment and capabilities"),
+    "patches": ("cudashim.cli.patches", "main", "list the patches active for this platform"),
 }
 
 

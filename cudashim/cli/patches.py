@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import PLATFORMS, Config, load_config
+from ..config import Config, load_config
 from ..errors import CudashimError
-from . import ABSENT_ONLY
+from ..patches.packs import ABSENT_ONLY, check_config
+from ..platform import PLATFORMS
 
 __all__ = ["main", "rows"]
 
@@ -31,7 +32,7 @@ def _installed(top: str) -> bool:
 
 def rows(config: Config, platform: str) -> list[dict[str, Any]]:
     """Live status() when the hook is installed in this process, else the plan with expectations."""
-    from . import installed, plan, status
+    from ..patches import installed, plan, status
 
     if installed():
         return status()
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = load_config(start=Path.cwd(), path=args.config)
+        check_config(config)
         if args.platform:
             platform, why = args.platform, "--platform"
         else:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cudashim import capabilities, envs
+from cudashim import envs
+from cudashim.platform import capabilities
 from cudashim.hardware import discover_npu_devices
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +22,7 @@ HEAVY = ("torch", "pynvml", "torch_npu", "tilelang", "numpy")
 # doctor in a fresh interpreter; the report on stdout, the heavy modules it left loaded on stderr
 _PROBE = (
     "import sys, json\n"
-    "from cudashim.doctor import main\n"
+    "from cudashim.cli.doctor import main\n"
     "rc = main(sys.argv[1:])\n"
     f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
     "sys.stderr.write('\\nHEAVY=' + json.dumps(heavy) + '\\n')\n"
@@ -132,7 +133,7 @@ def test_torch_only_with_the_flag(monkeypatch, capsys):
     import torch
 
     from cudashim import _state
-    from cudashim.doctor import main
+    from cudashim.cli.doctor import main
 
     monkeypatch.setenv("CUDASHIM_SYSROOT", str(TREES / "cpu_only"))
     monkeypatch.delenv("CUDASHIM_PLATFORM", raising=False)
@@ -160,3 +161,23 @@ def test_cli_dispatch():
                          env=environ, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["platform"]["name"] == "cpu"
+
+
+def test_doctor_reports_what_the_shim_did_in_its_own_process(tmp_path):
+    """`this_process` is cudashim.status(): off (and why) when started plainly, active under `run`."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDASHIM_") and k != "PYTHONPATH"}
+    env["CUDASHIM_PLATFORM"] = "cpu"
+    plain = subprocess.run([sys.executable, "-m", "cudashim", "doctor", "--json"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    shimmed = subprocess.run([sys.executable, "-m", "cudashim", "run", "-m", "cudashim", "doctor", "--json"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and shimmed.returncode == 0, plain.stderr + shimmed.stderr
+    off, on = json.loads(plain.stdout)["this_process"], json.loads(shimmed.stdout)["this_process"]
+    assert off["active"] is False and "not switched on" in off["why_off"]
+    assert on["active"] is True and on["why_off"] is None
+    assert (on["source"], on["platform"], on["hook"]) == ("bootstrap", "cpu", "armed")
+    assert on["platform_reason"].startswith("CUDASHIM_PLATFORM=cpu") and on["config"] is None

@@ -1,6 +1,6 @@
 """The Platform contract: what code must know about the machine it runs on, in four fields and a few methods.
 
-`resolve_platform_name()` decides *which* platform (CUDASHIM_PLATFORM > config > hardware detection) without
+`cudashim.platform.resolve_platform_name()` decides *which* platform (CUDASHIM_PLATFORM > config > hardware detection) without
 importing torch; `get_platform()` builds the matching class once. Everything that needs torch (dtypes, host
 pinning, process-group options) imports it inside the method, so `import cudashim.platform` stays light.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import enum
 
-from . import _state, envs
-from ._platform_name import resolve_platform_name
-from .errors import CapabilityError
+from .. import _state, envs
+from ..errors import CapabilityError
+from . import PLATFORMS, resolve_platform_name
 
 # ctypes, re and warnings are imported by the few methods that use them; the bootstrap imports
-# _platform_name only (this module's enum would cost every shimmed interpreter's start-up)
+# the package only (this module's enum would cost every shimmed interpreter's start-up)
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Callable
@@ -30,7 +30,6 @@ __all__ = [
     "PLATFORM_CLASSES",
     "BF16_TFLOPS",
     "bf16_tflops_for",
-    "resolve_platform_name",
     "platform_name",
     "get_platform",
 ]
@@ -75,13 +74,13 @@ def bf16_tflops_for(device_name: str | None) -> float | None:
 def _first_device_name(kind: str, root: str | None = None) -> str | None:
     """The first device's name from cudashim.hardware (NVML / procfs / sysfs), never from a device context."""
     try:
-        from . import hardware
+        from .. import hardware
 
         if kind == "nvidia":
             gpus = hardware.discover_gpus(root)
             return gpus[0].name if gpus else None
         if kind == "ascend":
-            from .hardware import ascend
+            from ..hardware import ascend
 
             # only Ascend 950-class (UB) systems expose devices under /sys/class/ubcore; davinci-only
             # nodes (910B and older) carry no chip name we can read without the runtime
@@ -313,6 +312,7 @@ class PlatformCPU(Platform):
 
 
 PLATFORM_CLASSES: dict[str, type[Platform]] = {c.name: c for c in (PlatformGPU, PlatformNPU, PlatformCPU)}
+assert set(PLATFORM_CLASSES) == set(PLATFORMS), "every platform name needs its contract class"
 
 
 def _code(err: Any) -> int:
@@ -351,7 +351,9 @@ def platform_name() -> str:
     if "platform" in _cache:
         return _cache["platform"].name
     if "name" not in _cache:
-        _cache["name"] = resolve_platform_name()[0]
+        from ..config import load_config
+
+        _cache["name"] = resolve_platform_name(load_config())[0]
     return _cache["name"]
 
 

@@ -1,4 +1,13 @@
-"""The one `sys.meta_path` finder: post-import callbacks and stand-ins for absent modules.
+"""The one `sys.meta_path` finder: armed names, post-import callbacks and stand-ins for absent modules.
+
+    defer(names, load)          armed names: the first lookup of any of them calls load() first
+                                (the one "know the names now, load on first lookup" mechanism)
+    when_imported(name, cb)     cb(module) right after `name` loads, or at once if it is loaded
+    watch(name, on_load, standin)   persistent watch (patches): every load; stand-in when absent
+
+The bootstrap arms the hook with the module names it will care about (torch and the patch
+targets), so cudashim.patches' registry and cudashim.aliases load only when one of them is first
+looked up; patches and aliases both register their callbacks here and never import each other.
 
 Modelled on wrapt's importer.py: the finder is asked first for every import, answers "not mine" with
 one dict lookup for modules nobody watches, and for a watched module asks the finders behind it for
@@ -22,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     Callback = Callable[[ModuleType], None]
     StandinFactory = Callable[[str], "ModuleSpec | None"]
 
-__all__ = ["when_imported", "watch", "defer", "undefer", "unwatch_all", "clear", "installed", "FINDER"]
+__all__ = ["Deferred", "when_imported", "watch", "defer", "load_armed", "unwatch_all", "clear", "installed", "FINDER"]
 
 
 class _Watch:
@@ -32,7 +41,7 @@ class _Watch:
         self.once: list[Callback] = []  # when_imported(): fire once, then forget
         self.always: list[Callback] = []  # patches: fire on every (re)load
         self.standin: StandinFactory | None = None  # spec to use when no other finder knows the module
-        self.deferred = False  # patches not set up yet: the first lookup runs _realize (see defer())
+        self.deferred = False  # armed by defer(): the first lookup loads what was deferred
 
     def empty(self) -> bool:
         return not self.once and not self.always and self.standin is None and not self.deferred
@@ -42,7 +51,48 @@ class _Watch:
 _watched: dict[str, _Watch] = {}
 _lock = _thread.RLock()
 _local = _thread._local()  # per-thread set of names being looked up (re-entrancy guard)
-_realize: "Callable[[], None] | None" = None  # sets up the deferred watches (defer())
+_pending: "Deferred | None" = None  # the armed names of defer(), until they load
+
+
+class Deferred:
+    """Names known now, what they need loaded on the first lookup of any of them (see defer()).
+
+    state: "armed" (placeholders watched) -> "loaded" (load() ran) | "off" (cancelled first).
+    """
+
+    def __init__(self, names: "Iterable[str]", load: "Callable[[], None]") -> None:
+        self.names = frozenset(names)
+        self._load = load
+        self.state = "armed"
+
+    def load(self) -> None:
+        """Run the deferred load now, once; a no-op once loaded or cancelled."""
+        global _pending
+        with _lock:
+            if self.state != "armed":
+                return
+            self.state = "loaded"
+            if _pending is self:
+                _pending = None
+            _drop_placeholders()
+            # under the lock, so a second thread's lookup waits for the real watches
+            self._load()
+
+    def cancel(self) -> bool:
+        """Drop the armed names (if still armed); True when the deferred load had already run."""
+        global _pending
+        with _lock:
+            loaded, self.state = self.state == "loaded", "off"
+            if _pending is self:
+                _pending = None
+                _drop_placeholders()
+        atexit = sys.modules.get("atexit")  # defer() imported it
+        if atexit is not None:
+            atexit.unregister(_remove_finder)
+        return loaded
+
+    def __repr__(self) -> str:
+        return f"<cudashim armed import hook ({self.state}) for {', '.join(sorted(self.names))}>"
 
 
 class _Finder:
@@ -53,9 +103,9 @@ class _Finder:
         if watch is None:
             return None
         if watch.deferred:
-            realize = _realize
-            if realize is not None:
-                realize()  # registers the real watches (and clears the placeholders) before we answer
+            pending = _pending
+            if pending is not None:
+                pending.load()  # registers the real watches (and clears the placeholders) before we answer
             watch = _watched.get(fullname)
             if watch is None or watch.deferred:
                 return None
@@ -98,7 +148,7 @@ class _Finder:
         pass
 
     def __repr__(self) -> str:
-        return "<cudashim patch finder>"
+        return "<cudashim import hook>"
 
 
 def _namespace_loader(spec: "ModuleSpec") -> "Any":
@@ -194,44 +244,56 @@ def watch(module_name: str, on_load: "Callback | None" = None, standin: "Standin
         _ensure_finder()
 
 
-def defer(names: "Iterable[str]", realize: "Callable[[], None]") -> None:
-    """Placeholder watches: the first lookup of any of `names` calls realize() before answering.
+def defer(names: "Iterable[str]", load: "Callable[[], None]") -> Deferred:
+    """Arm `names`: the first lookup of any of them calls load() before it is answered.
 
-    realize() must register the real watches (watch()) and then call undefer(). The patches' records
-    and their module load only when a program imports a patch target, not in every shimmed start-up.
+    load() registers the real watches (watch(), when_imported()). Only one set of names is armed at
+    a time: arming again replaces it. When one of `names` is already imported, load() runs at once.
     """
-    global _realize
+    global _pending
+    d = Deferred(names, load)
     with _lock:
-        for name in names:
+        if _pending is not None:
+            _pending.cancel()
+        for name in d.names:
             _watched.setdefault(name, _Watch()).deferred = True
-        _realize = realize
+        _pending = d
         _ensure_finder()
+    # Off sys.meta_path at exit, after the program's own atexit handlers: the interpreter keeps that
+    # list alive through its finalization, and a finder still on it keeps this module's globals, with
+    # every module they reach, alive past the last garbage collection (~0.1 ms of every exit).
+    import atexit
+
+    atexit.register(_remove_finder)
+    if any(n in sys.modules for n in d.names):
+        d.load()
+    return d
 
 
-def undefer() -> None:
-    """Drop the placeholders of defer() (the real watches registered meanwhile stay)."""
-    global _realize
-    with _lock:
-        _realize = None
-        for name in list(_watched):
-            w = _watched[name]
-            w.deferred = False
-            if w.empty():
-                del _watched[name]
-        if not _watched:
-            _remove_finder()
+def load_armed() -> None:
+    """Run the armed load now, if names are armed (the patch registry calls this when first used)."""
+    pending = _pending
+    if pending is not None:
+        pending.load()
+
+
+def _drop_placeholders() -> None:
+    for name in list(_watched):
+        w = _watched[name]
+        w.deferred = False
+        if w.empty():
+            del _watched[name]
+    if not _watched:
+        _remove_finder()
 
 
 def unwatch_all() -> None:
-    """Drop every persistent watch (patches, deferred ones too), keep pending when_imported callbacks."""
-    global _realize
+    """Drop every persistent watch (patches); keep armed names and pending when_imported callbacks."""
     with _lock:
-        _realize = None
         for name in list(_watched):
             w = _watched[name]
             w.always = []
             w.standin = None
-            w.deferred = False
             if w.empty():
                 del _watched[name]
         if not _watched:
@@ -239,10 +301,10 @@ def unwatch_all() -> None:
 
 
 def clear() -> None:
-    """Forget everything and take the finder off sys.meta_path."""
-    global _realize
+    """Forget everything (armed names too) and take the finder off sys.meta_path."""
     with _lock:
-        _realize = None
+        if _pending is not None:
+            _pending.cancel()
         _watched.clear()
         _remove_finder()
 
