@@ -1,4 +1,4 @@
-"""`cudashim run [--platform P] [--config FILE] [--report FILE] (script.py | -m module | -c code | EXECUTABLE) args...`
+"""`cudashim run [--platform P] [--simulate] [--config FILE] [--report FILE] (script.py | -m module | -c code | EXECUTABLE) args...`
 
 The launcher changes nothing in the program: it puts the bootstrap folder first on PYTHONPATH, sets
 CUDASHIM_STRICT=1 (and the variables its options stand for) and replaces itself with the program
@@ -20,7 +20,7 @@ __all__ = ["BOOTSTRAP_DIR", "USAGE", "main", "python_path", "build_command"]
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_bootstrap")
 USAGE = (
-    "usage: python -m cudashim run [--platform ascend|nvidia|cpu] [--config FILE] [--report FILE]\n"
+    "usage: python -m cudashim run [--platform ascend|nvidia|cpu] [--simulate] [--config FILE] [--report FILE]\n"
     "                              (script.py | -m module | -c code | EXECUTABLE) [args...]"
 )
 
@@ -66,6 +66,10 @@ def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
             break
         if arg in ("-h", "--help"):
             raise _UsageError("")
+        if arg == "--simulate":  # the simulated Ascend NPU (issue 19): a flag, no value
+            opts["simulate"] = "1"
+            i += 1
+            continue
         name, eq, value = arg.partition("=")
         if name in ("--platform", "--config", "--report"):
             if not eq:
@@ -113,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         platform = opts.get("platform")
         if platform is not None and platform.strip().lower() not in PLATFORMS:
             raise _UsageError(f"--platform {platform!r} is not a platform; use one of {', '.join(PLATFORMS)}")
+        if opts.get("simulate"):
+            if platform is not None and platform.strip().lower() != "ascend":
+                raise _UsageError(f"--simulate simulates the Ascend NPU only; use --platform ascend, not {platform!r}")
+            platform = "ascend"
         config = opts.get("config")
         if config is not None and not os.path.isfile(config):
             raise _UsageError(f"--config {config!r}: no such file; give the path of a cudashim.toml or pyproject.toml")
@@ -135,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     env["CUDASHIM_SCRIPT_DIR"] = script_dir
     if platform is not None:
         env["CUDASHIM_PLATFORM"] = platform.strip().lower()
+    if opts.get("simulate"):
+        env["CUDASHIM_SIMULATE"] = "1"
     if config is not None:
         env["CUDASHIM_CONFIG"] = os.path.abspath(config)
     if opts.get("report") is not None:

@@ -1,0 +1,106 @@
+"""torch.npu's functions on the simulated NPU: the emulated device's module, keyed to `npu`.
+
+The simulated torch_npu.npu (simsite/torch_npu/npu/__init__.py) is filled from table(): devices,
+the current device, generators and memory statistics from the PrivateUse1 core, streams and events
+as real c10 streams of device type npu (torch.Stream / torch.Event), the stream handle under
+torch_npu's name `npu_stream`. Device properties name the simulated part (Ascend910B, simulated).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..cuda import DeviceModule, distinct
+
+__all__ = ["NpuDeviceModule", "stream_table"]
+
+_NAME = "Ascend910B (simulated on the CPU)"
+_NPU_TYPE = 20  # c10::DeviceType::PrivateUse1, the type index torch.Stream reports
+
+
+class NpuDeviceModule(DeviceModule):
+    """DeviceModule answering for `npu` devices."""
+
+    def index(self, device: Any = None) -> int:
+        if device is None:
+            return self.core.check_index(-1)
+        if isinstance(device, str):
+            device = self.torch.device(device)
+        if isinstance(device, self.torch.device):
+            if device.type != "npu":
+                raise ValueError(f"Expected a npu device, but got: {device}")
+            return self.core.check_index(-1 if device.index is None else device.index)
+        return self.core.check_index(int(device))
+
+    def device_of(self, obj: Any) -> Any:
+        cls = self.device_ctx()
+        return cls(obj.get_device() if getattr(obj, "is_npu", False) else -1)
+
+    def get_device_properties(self, device: Any = None) -> Any:
+        props = super().get_device_properties(device)
+        if props.name != _NAME:
+            self._props = props = dataclasses.replace(props, name=_NAME)
+        return props
+
+
+def stream_table(torch: Any, index: Any) -> dict[str, Any]:
+    """torch.npu's stream and event names -> values."""
+
+    class Stream(torch.Stream):
+        """torch.npu.Stream of the simulated NPU: a c10 stream; work runs when issued."""
+
+        def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Any:
+            if {"stream_id", "device_index", "device_type"} <= kwargs.keys():
+                return super().__new__(cls, **kwargs)
+            return super().__new__(cls, device=torch.device("npu", index(device)), priority=priority)
+
+        @property
+        def npu_stream(self) -> int:
+            return self.stream_id
+
+        def wait_stream(self, stream: Any) -> None:
+            return None  # every stream is already ordered with every other
+
+        def record_event(self, event: Any = None) -> Any:
+            event = torch.Event(device="npu") if event is None else event
+            event.record(self)
+            return event
+
+        def __repr__(self) -> str:
+            return f"<torch_npu.npu.Stream device={self.device} npu_stream={self.stream_id:#x}>"
+
+    def wrap(s: Any) -> Any:
+        return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+    def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, **kw: Any) -> Any:
+        return torch.Event(device="npu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+    def current_stream(device: Any = None) -> Any:
+        return wrap(torch._C._accelerator_getStream(index(device)))
+
+    def default_stream(device: Any = None) -> Any:
+        return Stream(stream_id=0, device_index=index(device), device_type=_NPU_TYPE)
+
+    def set_stream(stream: Any) -> None:
+        if stream is not None:
+            torch._C._accelerator_setStream(stream)
+
+    class StreamContext:
+        def __init__(self, stream: Any) -> None:
+            self.stream = stream
+            self._prev: Any = None
+
+        def __enter__(self) -> Any:
+            if self.stream is not None:
+                self._prev = current_stream(self.stream.device_index)
+                set_stream(self.stream)
+            return self.stream
+
+        def __exit__(self, *exc: Any) -> None:
+            if self.stream is not None:
+                set_stream(self._prev)
+
+    return {"Stream": Stream, "Event": Event, "StreamContext": StreamContext,
+            "stream": StreamContext, "current_stream": distinct(current_stream),
+            "default_stream": distinct(default_stream), "set_stream": distinct(set_stream)}
