@@ -44,7 +44,7 @@ def test_npu_tensors_copies_and_transfer_to_npu():
     assert got["z"] == "npu:1" and got["is_cuda"] is True and got["is_npu"] is True
     assert got["count"] == got["npu_count"] == 2
     assert "simulated" in got["name"]
-    assert got["fa"] == "cudashim.emulated.npu._fusion_attention"
+    assert got["fa"] == "cudashim.emulated.npu._fusion_attention"  # functools.wraps of ops.py's
     # transfer_to_npu is the wheel's file, byte for byte
     with zipfile.ZipFile(wheel) as zf:
         real = zf.read("torch_npu/contrib/transfer_to_npu.py")

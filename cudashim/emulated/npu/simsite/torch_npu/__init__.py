@@ -17,10 +17,11 @@ torch._register_device_module("npu", npu)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True,
                                                      for_packed_sequence=True)
 
-from cudashim.emulated.npu import hccl as _hccl, ops as _ops  # noqa: E402
+from cudashim.emulated.npu import compile as _compile, hccl as _hccl, hosted as _hosted, ops as _ops  # noqa: E402
 
-globals().update(_ops.OPERATORS)
+globals().update(_hosted.hosted_operators(torch, _core, _ops.OPERATORS))
 _hccl.register(torch, _core)
+_compile.register(torch)  # stands in for torch_npu's Inductor backend (torch_npu/_inductor)
 
 __version__ = "2.13.0"
 SIMULATED = True  # cudashim's mark: this is not the wheel's native torch_npu
