@@ -50,4 +50,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sync_debug_mode", &sync_debug_mode);
   m.def("set_sync_debug_mode", &set_sync_debug_mode);
   m.def("hooks_active", &hooks_active);
+  m.def("register_collectives", &register_collectives);
 }

@@ -57,6 +57,7 @@ at::Tensor as_device(const at::Tensor& cpu, c10::DeviceIndex index);
 // hooks.cpp, sdpa.cpp
 void register_hooks();
 void register_sdpa_choice();
+void register_collectives();  // collectives.cpp: once torch.distributed is loaded
 
 // generator.cpp
 const at::Generator& default_generator(c10::DeviceIndex index);

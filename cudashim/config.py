@@ -4,10 +4,12 @@ Keys: `platform`; `patches` ("module:symbol" = "replacement.module:symbol", opti
 per-platform sub-table [tool.cudashim.patches.ascend|cpu|nvidia]); `disable` (patch targets or
 built-in pack names). CUDASHIM_DISABLE_PATCHES=key,... adds to `disable` from the environment.
 
-Search order (first hit wins): CUDASHIM_CONFIG / an explicit path; from the script's folder upward,
-in each folder `cudashim.toml` then a `pyproject.toml` holding [tool.cudashim]; the same from the
-working directory. No file → the empty Config. Every malformed input raises ConfigError naming the
-file, the key and the fix.
+Search order (first hit wins): CUDASHIM_CONFIG / an explicit path; from the script's folder (the
+working directory for -m/-c/executables) upward, in each folder `cudashim.toml` then a
+`pyproject.toml` holding [tool.cudashim], stopping at the project root: the first folder holding
+.git or a pyproject.toml (DESIGN.md §5: config comes from the project being run, never from above
+it). No file → the empty Config. Every malformed input raises ConfigError naming the file, the key
+and the fix; standard-library and cudashim targets are refused unless `allow_protected_targets = true`.
 """
 
 import os
@@ -33,12 +35,13 @@ __all__ = [
     "Config",
     "PatchEntry",
     "find_config_file",
+    "explain_config",
     "load_config",
     "read_config",
     "parse_config",
 ]
 
-_KEYS = ("platform", "patches", "disable")
+_KEYS = ("platform", "patches", "disable", "allow_protected_targets")
 
 class PatchEntry(Record):
     """One line of a patch map: target "module:symbol" → replacement "module:symbol"."""
@@ -71,37 +74,78 @@ def _as_path(path: str | os.PathLike[str]) -> "Path":
     return Path(path)
 
 
+_CHUNK = 1 << 16
+_TABLE = b"[tool.cudashim"
+
+
 def _has_tool_section(pyproject: str) -> bool:
+    """Whether the file holds a [tool.cudashim...] header, without decoding or holding it whole.
+
+    Most pyproject.toml files met on the way are not ours: they are scanned as bytes, 64 KiB at a
+    time (a huge or non-UTF-8 file costs neither memory nor an error), and parsed only when the
+    header is there; its syntax errors are reported then.
+    """
+    tail = b""
     try:
-        with open(pyproject, encoding="utf-8") as f:
-            text = f.read()
+        with open(pyproject, "rb") as f:
+            while True:
+                chunk = f.read(_CHUNK)
+                if not chunk:
+                    return False
+                if _TABLE in tail + chunk[: len(_TABLE)] or _TABLE in chunk:
+                    return True
+                tail = chunk[-len(_TABLE):]
     except OSError:
         return False
-    # cheap textual check first; parse errors are reported when the file is really loaded
-    return "[tool.cudashim" in text
 
 
-def _search(start: str | os.PathLike[str] | None) -> str | None:
-    """The first config file from `start` upward, then from the working directory upward."""
-    roots = [os.path.realpath(os.fspath(start))] if start is not None else []
+_ROOT_MARKS = (".git", "pyproject.toml")
+
+
+def _search(start: str | os.PathLike[str] | None) -> tuple[str | None, str, str | None]:
+    """(config file or None, folder searched from, project root or None) — DESIGN.md §5's trust rule.
+
+    From `start` (the script's folder; the working directory when None, as for -m/-c/executables)
+    upward, in each folder cudashim.toml then a pyproject.toml holding [tool.cudashim]; the search
+    stops at the project root, the first folder holding .git or a pyproject.toml. A file above the
+    project (a shared /tmp, a home folder, a hostile checkout's parent) is never read.
+    """
     # getcwd() is already free of symlinks (POSIX), so realpath would hand it back unchanged; it is
     # pure-Python and its first call in a process costs more than the search itself
-    roots.append(os.getcwd())
-    seen: set[str] = set()
-    for folder in roots:
-        while folder not in seen:
-            seen.add(folder)
-            own = os.path.join(folder, "cudashim.toml")
-            if os.path.isfile(own):
-                return own
-            pyproject = os.path.join(folder, "pyproject.toml")
-            if os.path.isfile(pyproject) and _has_tool_section(pyproject):
-                return pyproject
-            parent = os.path.dirname(folder)
-            if parent == folder:
-                break
-            folder = parent
-    return None
+    origin = os.path.realpath(os.fspath(start)) if start is not None else os.getcwd()
+    folder = origin
+    while True:
+        own = os.path.join(folder, "cudashim.toml")
+        if os.path.isfile(own):
+            return own, origin, None
+        pyproject = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(pyproject):
+            return (pyproject if _has_tool_section(pyproject) else None), origin, folder
+        if os.path.exists(os.path.join(folder, ".git")):
+            return None, origin, folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None, origin, None
+        folder = parent
+
+
+def explain_config(start: str | os.PathLike[str] | None = None, path: str | os.PathLike[str] | None = None,
+                   environ: "Mapping[str, str] | None" = None) -> tuple[str | None, str]:
+    """(config file or None, why that one): what `cudashim doctor` and `cudashim patches` print."""
+    if path is not None:
+        return os.fspath(path), "given by --config"
+    env = os.environ if environ is None else environ
+    explicit = env.get("CUDASHIM_CONFIG")
+    if explicit:
+        return explicit, "CUDASHIM_CONFIG names it (set by you, or pinned by the process that started this one)"
+    found, origin, root = _search(start)
+    what = "the script's folder" if start is not None else "the working directory"
+    bound = (f"up to the project root {root} (it holds {'pyproject.toml' if os.path.isfile(os.path.join(root, 'pyproject.toml')) else '.git'})"
+             if root is not None else "up to / (no project root: no folder holds .git or pyproject.toml)")
+    if found is None:
+        return None, f"none found: searched from {origin} ({what}) {bound}; nothing above the project root is read"
+    return found, (f"the nearest one searching upward from {origin} ({what}); the search stops at the project "
+                   f"root, the first folder holding .git or a pyproject.toml")
 
 
 def find_config_file(start: str | os.PathLike[str] | None = None,
@@ -114,7 +158,7 @@ def find_config_file(start: str | os.PathLike[str] | None = None,
 
             raise ConfigError(f"CUDASHIM_CONFIG={explicit!r}: no such file; point it at a cudashim.toml or pyproject.toml, or unset it")
         return _as_path(explicit)
-    found = _search(start)
+    found = _search(start)[0]
     return None if found is None else _as_path(found)
 
 
@@ -158,6 +202,11 @@ def read_config(found: "Path") -> Config:
         from .errors import ConfigError
 
         raise ConfigError(f"{found}: not valid TOML ({e}); fix the syntax at that line") from None
+    except UnicodeDecodeError as e:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{found}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                          f"TOML files are UTF-8: save it as UTF-8") from None
     except OSError as e:
         from .errors import ConfigError
 
@@ -191,28 +240,70 @@ def _check_ref(path: "Path", key: str, ref: "Any", what: str) -> str:
     return ref
 
 
-def _importable(top: str, folders: "list[Path]") -> bool:
-    """Cheap existence check of a top-level module: find_spec only, nothing is imported."""
-    import importlib.machinery
-    import importlib.util
-
-    try:
-        if importlib.util.find_spec(top) is not None:
-            return True
-    except (ImportError, ValueError):
-        return False
-    # a project-local replacement next to the config file: sys.path does not hold its folder yet
-    # while the bootstrap runs (site import comes before the script's folder is put on sys.path)
-    return importlib.machinery.PathFinder.find_spec(top, [str(f) for f in folders]) is not None
-
-
 def _check_replacement(path: "Path", key: str, target: str, repl: str) -> None:
+    """The replacement's module found and its symbol seen in its source, without running either."""
     if repl == target:
         raise _fail(path, key, f"{target!r} is replaced by itself", "point it at a different module:symbol, or delete the line")
-    top = repl.split(":")[0].split(".")[0]
-    if not _importable(top, [path.parent, _as_path(os.getcwd())]):
-        raise _fail(path, key, f"replacement {repl!r} cannot exist: no module named {top!r} is importable",
-                    f"install {top!r} or put it on PYTHONPATH, or fix the module path")
+    from ._replacements import UNKNOWN, locate, missing
+
+    module, _, symbol = repl.partition(":")
+    spec, why = locate(module, str(path.parent))
+    if spec is None:
+        raise _fail(path, key, f"replacement {repl!r} cannot be imported: {why}",
+                    f"fix the module path, or put the module beside {path.name} or on PYTHONPATH")
+    problem = missing(spec, symbol)
+    if problem is not None and problem != UNKNOWN:
+        raise _fail(path, key, f"replacement {repl!r} has no {symbol.split('.')[0]!r}: {problem}",
+                    "fix the symbol's name (a typo?) or define it in that module")
+
+
+# Targets that would reach every Python process of the project, including pip and the tools it runs,
+# rather than the CUDA-only code a patch is for: refused unless the config opts in explicitly.
+_PROTECT_KEY = "allow_protected_targets"
+
+
+def _protected(target: str) -> str | None:
+    top = target.split(":")[0].split(".")[0]
+    if top == "cudashim":
+        return "is part of cudashim itself"
+    import sys
+
+    if top in sys.stdlib_module_names:
+        return "is in the standard library (every Python process of the project, pip included, would run the replacement)"
+    return None
+
+
+def _check_graph(path: "Path", patches: "list[PatchEntry]") -> None:
+    """No replacement may itself be a patched target of the same config: a cycle voids its patches,
+    and a chain a -> b -> c would follow b's replacement silently. Built-in packs' targets do not
+    count: a replacement may name flash_attn's functions, which on cpu resolve to cudashim's."""
+    by_target: dict[str, list[PatchEntry]] = {}
+    for p in patches:
+        by_target.setdefault(p.target, []).append(p)
+
+    def next_of(entry: PatchEntry) -> PatchEntry | None:
+        return next((q for q in by_target.get(entry.replacement, ())
+                     if entry.platform is None or q.platform is None or q.platform == entry.platform), None)
+
+    for p in patches:
+        cur = next_of(p)
+        if cur is None:
+            continue
+        chain = [p]
+        while cur is not None and cur not in chain:
+            chain.append(cur)
+            cur = next_of(cur)
+        names = [e.target for e in chain]
+        if cur is not None:
+            from .errors import ConfigError
+
+            raise ConfigError(f"{path}: patch cycle {' -> '.join([*names, cur.target])}: each line replaces "
+                              f"another's target, so none of them applies; delete one line of the cycle")
+        from .errors import ConfigError
+
+        raise ConfigError(f"{path}: patch chain {' -> '.join([*names, chain[-1].replacement])}: {p.target!r} is "
+                          f"replaced by {p.replacement!r}, which is itself patched; point {p.target!r} at "
+                          f"{chain[-1].replacement!r} directly, or delete one line")
 
 
 def parse_config(data: "Mapping[str, Any]", path: "Path") -> Config:
@@ -239,8 +330,11 @@ def parse_config(data: "Mapping[str, Any]", path: "Path") -> Config:
     def add(target: "Any", repl: "Any", plat: "str | None", key: str) -> None:
         _check_ref(path, key, target, "target")
         _check_ref(path, key, repl, "replacement")
-        if target.split(":")[0].split(".")[0] == "cudashim":
-            raise _fail(path, key, f"target {target!r} is part of cudashim itself", "patch the CUDA-only module the program imports, not the shim")
+        protected = _protected(target)
+        if protected is not None and data.get(_PROTECT_KEY) is not True:
+            raise _fail(path, key, f"target {target!r} {protected}; refused by default",
+                        f"patch the CUDA-only module the program imports, or, if this project really means it, "
+                        f"set {_PROTECT_KEY} = true in the same table")
         if plat is None:
             other = generic.get(target) or next((k for (t, _), k in specific.items() if t == target), None)
         else:
@@ -263,6 +357,10 @@ def parse_config(data: "Mapping[str, Any]", path: "Path") -> Config:
             raise _fail(path, f"tool.cudashim.patches.{k}", "is not a table", f"write it as [tool.cudashim.patches.{k}]")
         else:
             add(k, v, None, f"tool.cudashim.patches.\"{k}\"")
+    allow = data.get(_PROTECT_KEY, False)
+    if not isinstance(allow, bool):
+        raise _fail(path, f"tool.cudashim.{_PROTECT_KEY}", f"{allow!r} is not a boolean", f"write {_PROTECT_KEY} = true or delete it")
+    _check_graph(path, patches)
     disable = data.get("disable", [])
     if not isinstance(disable, list) or not all(isinstance(d, str) for d in disable):
         raise _fail(path, "tool.cudashim.disable", f"{disable!r} is not a list of strings", 'write it as disable = ["module:symbol", "pack-name"]')

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Var",
     "READ",
+    "CPU_DEVICES_MAX",
     "get",
     "raw",
     "EnvRule",
@@ -126,6 +127,22 @@ def _int(name: str, value: str) -> int:
     return n
 
 
+# The most emulated CUDA devices on cpu. Each costs a device record, a generator and its memory
+# statistics, made at `import torch`; a count in the billions hung it. 64 is more than any one host
+# has GPUs (a DGX has 8 or 16), so a larger value is a typo.
+CPU_DEVICES_MAX = 64
+
+
+def _cpu_devices(name: str, value: str) -> int:
+    n = _int(name, value)
+    if n > CPU_DEVICES_MAX:
+        from .errors import EnvError
+
+        raise EnvError(f"{name}={value!r} is more than the {CPU_DEVICES_MAX} emulated devices cudashim allows on cpu; "
+                       f"set it to 0..{CPU_DEVICES_MAX} (0: no CUDA device) or unset it")
+    return n
+
+
 def _str(name: str, value: str) -> str:
     return value.strip()
 
@@ -161,9 +178,11 @@ _READ_ROWS: "dict[str, tuple[Callable[[str, str], object], object, str]]" = {
     "CUDASHIM_PLATFORM": (_platform, None, "override detection: ascend | nvidia | cpu"),
     "CUDASHIM_CONFIG": (_str, None, "path of the config file to use instead of searching"),
     "CUDASHIM_REPORT": (_str, None, "write the migration report (JSON) to this path at exit"),
+    "CUDASHIM_REPORT_ARGS": (_bool, False, "1 records the program's arguments in the report (they may hold secrets)"),
+    "CUDASHIM_REPORT_OWNER": (_str, None, "set by the report: pid of the process writing the base report file"),
     "CUDASHIM_DISABLE_PATCHES": (_csv, (), "patch keys or built-in pack names to switch off"),
     "CUDASHIM_DEVICES_PER_RANK": (_int, None, "with LOCAL_RANK: give each rank N consecutive devices"),
-    "CUDASHIM_CPU_DEVICES": (_int, None, "torch.cuda.device_count() on cpu (default LOCAL_WORLD_SIZE or 1)"),
+    "CUDASHIM_CPU_DEVICES": (_cpu_devices, None, "torch.cuda.device_count() on cpu, 0..64 (default LOCAL_WORLD_SIZE or 1)"),
     "CUDASHIM_CPU_BACKEND": (_str, "alias", "cpu platform: 'device' = cuda:N tensors of the emulated device "
                              "(cudashim.emulated); 'alias' = CUDA renamed to the CPU"),
     "CUDASHIM_BUILD_DIR": (_str, None, "where the emulated device's native core is built and cached"),

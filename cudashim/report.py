@@ -14,12 +14,24 @@ Output, once at exit (atexit): a JSON file plus a short table on stderr. One fil
 * under ``torch.distributed`` (``WORLD_SIZE`` > 1), rank N writes ``<stem>.rank<N><suffix>``
   (``r.json`` → ``r.rank0.json``, ``r.rank1.json``); RANK comes from the environment (torchrun),
   else from ``torch.distributed.get_rank()`` when a process group is up;
-* a multiprocessing child that is not a rank writes ``<stem>.pid<PID><suffix>`` so it never
-  overwrites its parent's file, and only when it touched a CUDA API (DataLoader workers mostly don't);
+* the first process that switches the report on owns the base name and says so to its children
+  (``CUDASHIM_REPORT_OWNER``, its pid); any other process (a subprocess, a multiprocessing child)
+  writes ``<stem>.pid<PID><suffix>``, and only when it touched a CUDA API (DataLoader workers
+  mostly don't), so it never overwrites its parent's file;
+* unrelated processes given the same path at the same time (50 jobs of a shell loop) each keep
+  their report: the base name is claimed with an exclusive link, and a process that finds it
+  written during its own run writes its ``.pid<PID>`` file instead (a file from an earlier run is
+  replaced);
 * a rank-less process during whose run rank files of the same base appeared is the launcher of those
   ranks (``torchrun`` itself, shimmed like every Python process, probes device_count on its own) and
   writes nothing: ``--report r.json`` under ``torchrun --nproc-per-node 2`` gives exactly
   ``r.rank0.json`` and ``r.rank1.json``.
+
+Files are private: the temporary is created exclusively (never through a planted link) with mode
+0600 and renamed into place. The program's arguments may hold secrets, so only ``argv[0]`` is
+recorded unless ``CUDASHIM_REPORT_ARGS=1``. The call site is the first frame in the user's own
+code: the shim's, torch's and anything under a ``site-packages`` / ``dist-packages`` folder is
+skipped (a library's frame is shown only when no user frame called it).
 
 ``CUDASHIM_REPORT=1`` means ``cudashim-report.json`` in the working directory.
 """
@@ -61,6 +73,9 @@ _path: str | None = None
 _atexit_registered = False
 _written: str | None = None
 _started = 0.0  # when the report was switched on in this process (rank files newer than this are this run's)
+_OWNER = "CUDASHIM_REPORT_OWNER"  # pid of the process that writes the base name; its children inherit it
+_owner = True  # this process owns the base name (decided with _enabled)
+_set_owner: str | None = None  # the CUDASHIM_REPORT_OWNER value this process put in the environment
 _lock = threading.Lock()
 
 _SHIM_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -108,8 +123,21 @@ def enabled() -> bool:
             _path = _DEFAULT_NAME if str(value).lower() in ("1", "true", "yes", "on") else str(value)
             _enabled = True
             _started = time.time()
+            _claim_owner()
             _register_atexit()
     return _enabled
+
+
+def _claim_owner() -> None:
+    global _owner, _set_owner
+    pid = str(os.getpid())
+    owner = os.environ.get(_OWNER)
+    if owner is None:
+        import multiprocessing
+
+        owner = pid if multiprocessing.parent_process() is None else ""
+        os.environ[_OWNER] = _set_owner = pid  # what every child of this process inherits
+    _owner = owner == pid
 
 
 def _register_atexit() -> None:
@@ -124,15 +152,23 @@ def _check(treatment: str) -> None:
         raise ValueError(f"cudashim.report: treatment {treatment!r} is not one of {', '.join(TREATMENTS)}")
 
 
+_LIBRARY_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
 def _call_site() -> str | None:
+    """The first frame in the user's code: not the shim's or torch's, not an installed library's
+    (a library's frame only when no user frame is above it, e.g. a console script)."""
     skip = _skip_dirs()
     frame = sys._getframe(2)
+    library = None
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(skip) and not filename.startswith("<frozen"):
-            return f"{filename}:{frame.f_lineno}"
+            if not any(d in filename for d in _LIBRARY_DIRS):
+                return f"{filename}:{frame.f_lineno}"
+            library = library or f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
-    return None
+    return library
 
 
 def _entry(api: str, treatment: str) -> list[Any]:
@@ -162,8 +198,11 @@ def record(api: str, treatment: str, *, count: bool = True) -> None:
         e[1] += 1
 
 
-def wrap(api: str, treatment: str, fn: F) -> F:
+def wrap(api: str, treatment: str, fn: F, when: Callable[[tuple[Any, ...], dict[str, Any]], bool] | None = None) -> F:
     """`fn` counted under `api`: the calls and the first user call site are recorded.
+
+    With `when(args, kwargs)`, only the calls it accepts count: a factory is CUDA's only when it was
+    given a CUDA device (`torch.ones(3)` makes a CPU tensor and touched no CUDA API).
 
     Calls made by cudashim itself (a stand-in using an aliased API, directly or through torch) are not
     counted: they are the shim's, not the program's. Calls torch makes on the program's behalf are.
@@ -185,11 +224,18 @@ def wrap(api: str, treatment: str, fn: F) -> F:
         record(api, treatment, count=False)
         return fn
 
-    @functools.wraps(fn)
-    def counted_call(*args: Any, **kwargs: Any) -> Any:
-        if _from_program():
-            _hit(e)
-        return fn(*args, **kwargs)
+    if when is None:
+        @functools.wraps(fn)
+        def counted_call(*args: Any, **kwargs: Any) -> Any:
+            if _from_program():
+                _hit(e)
+            return fn(*args, **kwargs)
+    else:
+        @functools.wraps(fn)
+        def counted_call(*args: Any, **kwargs: Any) -> Any:
+            if when(args, kwargs) and _from_program():
+                _hit(e)
+            return fn(*args, **kwargs)
 
     counted_call.__cudashim_report__ = api  # type: ignore[attr-defined]
     return counted_call  # type: ignore[return-value]
@@ -256,17 +302,22 @@ def report_path(base: str | None = None) -> str | None:
     rank, world = _rank()
     if rank is not None and (world or 0) > 1:
         return str(p.with_name(f"{p.stem}.rank{rank}{p.suffix}"))
-    import multiprocessing
-
-    if multiprocessing.parent_process() is not None:
-        return str(p.with_name(f"{p.stem}.pid{os.getpid()}{p.suffix}"))
+    if not _owner:
+        return _pid_path(p)
     return str(p)
+
+
+def _pid_path(p: Path) -> str:
+    return str(p.with_name(f"{p.stem}.pid{os.getpid()}{p.suffix}"))
 
 
 # The two lookups below read sys.modules on purpose: the report states what this process did, so a
 # platform never built or patches never loaded are reported as such, not resolved or loaded now; and
 # an import would make the report (which the alias layers import) depend on cudashim.patches.
 def _platform_name() -> str | None:
+    settled = getattr(sys.modules.get("cudashim.platform"), "settled", None)
+    if settled is not None and settled() is not None:  # the activation's platform, built or not
+        return settled()
     mod = sys.modules.get("cudashim.platform.contract")
     try:
         if mod is not None:
@@ -304,12 +355,22 @@ def snapshot() -> dict[str, Any]:
         "rank": rank,
         "world_size": world,
         "pid": os.getpid(),
-        "argv": list(sys.argv),
+        # the arguments may hold secrets (tokens, passwords): recorded only when asked for
+        "argv": list(sys.argv) if _flag("CUDASHIM_REPORT_ARGS") else list(sys.argv[:1]),
         "summary": counts,
         "bound": len(recorded),
         "apis": apis,
         "patches": _patch_status(),
     }
+
+
+def _flag(name: str) -> bool:
+    from . import envs
+
+    try:
+        return bool(envs.get(name))
+    except ValueError:  # EnvError: malformed counts as set
+        return True
 
 
 def _table(data: Mapping[str, Any], path: str, limit: int = 20) -> str:
@@ -346,21 +407,53 @@ def write(path: str | None = None, *, stderr: bool = True) -> str | None:
     if target is None:
         return None
     base = path if path is not None else _path
-    if ".pid" in Path(target).stem and not any(e[1] for e in _entries.values()):
+    if ".pid" in Path(target).stem and not _owner and not any(e[1] for e in _entries.values()):
         return None  # a helper process (DataLoader worker, spawn child) that touched nothing: no file
     if base is not None and target == str(Path(base)) and _ranks_wrote_during_run(base):
         # the launcher of the ranks (torchrun's agent probes device_count itself): their files are the report
         return None
     data = snapshot()
-    Path(target).parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{target}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, default=str)  # a patch status may carry paths or objects
-        f.write("\n")
-    os.replace(tmp, target)  # a reader never sees half a file
+    claim = base is not None and target == str(Path(base))
+    target = _write_file(target, data, claim)
     if stderr:
         print(_table(data, target), file=sys.stderr)
     _written = target
+    return target
+
+
+def _write_file(target: str, data: Mapping[str, Any], claim: bool) -> str:
+    """Write data to target through a private temporary; returns the file written.
+
+    With `claim` (the base name of an owner), a file at target written during this run is another
+    process's report: it is kept and this one goes to the .pid<PID> name instead.
+    """
+    import tempfile
+
+    folder = os.path.dirname(target) or "."
+    os.makedirs(folder, exist_ok=True)
+    # mkstemp: O_CREAT|O_EXCL, mode 0600, a random name: a planted link is never followed
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(target) + ".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, default=str)  # a patch status may carry paths or objects
+            f.write("\n")
+        if claim:
+            try:
+                os.link(tmp, target)  # atomic, and fails when the name exists
+                os.unlink(tmp)
+                return target
+            except FileExistsError:
+                if os.lstat(target).st_mtime >= _started:  # written during this run: not ours to replace
+                    target = _pid_path(Path(target))
+            except OSError:  # a file system without hard links: rename below
+                pass
+        os.replace(tmp, target)  # a reader never sees half a file
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return target
 
 
@@ -374,8 +467,12 @@ def _write_at_exit() -> None:
 
 @_state.on_reset
 def _reset() -> None:
-    global _enabled, _path, _written
+    global _enabled, _path, _written, _owner, _set_owner
+    if _set_owner is not None and os.environ.get(_OWNER) == _set_owner:
+        del os.environ[_OWNER]
+    _set_owner = None
     _entries.clear()
     _enabled = None
     _path = None
     _written = None
+    _owner = True

@@ -8,7 +8,9 @@ the [(name, previous)] changes for undo and the messages worth a warning.
   layer reads the CUDA one while CANN reads the Ascend one. One set -> copied to the other (with a
   warning); both set and different -> refused; not ascending -> refused (CANN hides devices otherwise).
 - nvidia / ascend: CUDASHIM_DEVICES_PER_RANK=N with LOCAL_RANK narrows each rank to N consecutive devices.
-- cpu: nothing to reconcile (no runtime reads these variables there).
+- cpu: CUDA_VISIBLE_DEVICES follows CUDA's rules over the emulated devices (CUDASHIM_CPU_DEVICES,
+  else LOCAL_WORLD_SIZE, else 1): '' or '-1' hides them all, a list keeps that many, and garbage or an
+  index past the emulated devices is refused with the value named (CUDA would silently truncate).
 """
 
 import os
@@ -24,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 from . import envs
 from .envs import Change
 
-__all__ = ["CUDA", "ASCEND", "reconcile"]
+__all__ = ["CUDA", "ASCEND", "reconcile", "cpu_device_count"]
 
 CUDA = "CUDA_VISIBLE_DEVICES"
 ASCEND = "ASCEND_RT_VISIBLE_DEVICES"
@@ -89,6 +91,30 @@ def _assign_rank(platform: str, env: "MutableMapping[str, str]") -> list[tuple[s
     return [(name, value) for name in _WRITES[platform]] + [(_MARK, mark)]
 
 
+def cpu_device_count(environ: "MutableMapping[str, str] | None" = None) -> int:
+    """How many CUDA devices the cpu platform shows: the emulated ones less what CUDA_VISIBLE_DEVICES hides.
+
+    Raises EnvError (CUDASHIM_CPU_DEVICES / LOCAL_WORLD_SIZE malformed or out of range) or
+    VisibilityError (CUDA_VISIBLE_DEVICES malformed, or naming a device past the emulated ones).
+    """
+    env = os.environ if environ is None else environ
+    n = envs.get("CUDASHIM_CPU_DEVICES", env)
+    if n is None:
+        n = envs.get("LOCAL_WORLD_SIZE", env)
+    emulated = 1 if n is None else int(n)  # type: ignore[call-overload]
+    ids = _ids(CUDA, env)
+    if ids is None:
+        return emulated
+    past = [i for i in ids if i >= emulated]
+    if past:
+        raise _error(
+            f"{CUDA}={env[CUDA]!r} names device {past[0]}, but the cpu platform emulates {emulated} "
+            f"(CUDASHIM_CPU_DEVICES={env.get('CUDASHIM_CPU_DEVICES', 'unset')}): list devices below {emulated}, "
+            f"or raise CUDASHIM_CPU_DEVICES"
+        )
+    return len(ids)
+
+
 def reconcile(platform: str, environ: "MutableMapping[str, str] | None" = None, *,
               notes: list[str] | None = None) -> list[Change]:
     """Settle the visible-device variables of `platform` in environ; return [(name, previous)].
@@ -102,6 +128,8 @@ def reconcile(platform: str, environ: "MutableMapping[str, str] | None" = None, 
     envs.get("CUDASHIM_DEVICES_PER_RANK", env)
     envs.get("LOCAL_RANK", env)
     planned: list[tuple[str, str]] = []
+    if platform == "cpu":
+        cpu_device_count(env)  # checked now, before user code, not at `import torch`
     if platform == "ascend":
         planned += _reconcile_ascend(env, notes)
         scratch = dict(env)

@@ -3,7 +3,7 @@
 - tests/fixtures holds the shared helpers (hwtrees, hwtest, npu_ops_ref); pyproject's
   `pythonpath` puts it on sys.path, so test files import them by name (no sys.path edits).
 - Tiers are markers: `gpu` (an NVIDIA GPU; skipped without one, written once below), `subprocess`
-  (fresh interpreters: tests/subprocess, tests/hooks), `ascend_contract` (tests/ascend: the alias
+  (fresh interpreters: tests/subprocess, tests/hooks, tests/trust), `ascend_contract` (tests/ascend: the alias
   layer over the real torch_npu sources), `slow`. `python -m pytest -m subprocess` runs one tier.
 """
 
@@ -22,7 +22,7 @@ __all__ = ["has_nvidia_gpu", "REPO"]
 REPO = Path(__file__).resolve().parents[1]
 
 # folder -> the tier marker every test in it carries
-_FOLDER_TIERS = {"subprocess": "subprocess", "hooks": "subprocess", "ascend": "ascend_contract"}
+_FOLDER_TIERS = {"subprocess": "subprocess", "hooks": "subprocess", "trust": "subprocess", "ascend": "ascend_contract"}
 
 
 @functools.lru_cache(maxsize=None)

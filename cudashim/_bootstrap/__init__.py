@@ -39,6 +39,11 @@ TRAMPOLINE_MARK = "cudashim-trampoline"
 # when neither is set it changes nothing and raises nothing, so the module is not even imported
 # (one import fewer in every shimmed start-up on cpu and nvidia). Keep in step with visibility.py.
 _RANK_VARS = ("CUDASHIM_DEVICES_PER_RANK", "LOCAL_RANK")
+# on cpu, the variables that say how many CUDA devices the program sees: checked before user code
+_CPU_DEVICE_VARS = ("CUDASHIM_CPU_DEVICES", "CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE")
+# read later, deep in the program (get_distributed_options()): a malformed value is refused now,
+# before user code, rather than from inside the program's first collective
+_READ_LATER = ("CUDASHIM_NCCL_NUM_SMS",)
 
 
 class _Active:
@@ -184,10 +189,11 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
         elif pinned:
             config_reason = "CUDASHIM_CONFIG names it"
         elif config.path is not None:
-            config_reason = f"the nearest config file upward from {script_dir or 'the working directory'}"
+            config_reason = (f"the nearest config file upward from {script_dir or 'the working directory'}, "
+                             f"within its project (the search stops at the first folder holding .git or a pyproject.toml)")
         else:
-            config_reason = (f"no cudashim.toml or pyproject.toml with [tool.cudashim] upward from "
-                             f"{script_dir + ' or ' if script_dir else ''}the working directory: built-in defaults")
+            config_reason = (f"no cudashim.toml or pyproject.toml with [tool.cudashim] from "
+                             f"{script_dir or 'the working directory'} up to its project root: built-in defaults")
         if config.path is not None and not os.environ.get("CUDASHIM_CONFIG"):
             # pinned, so later load_config() calls (get_platform() searches from the working
             # directory) and child processes read the file this process found next to its script
@@ -198,10 +204,18 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
             undo.append(_undo_env([("CUDASHIM_PLATFORM", os.environ.get("CUDASHIM_PLATFORM"))]))
             os.environ["CUDASHIM_PLATFORM"] = platform
         name, reason = resolve_platform_name(config)
-        if name == "ascend" or any(v in os.environ for v in _RANK_VARS):
+        from .. import platform as _platform
+
+        _platform.settle(name)
+        undo.append(lambda: _platform.settle(None))
+        if (name == "ascend" or any(v in os.environ for v in _RANK_VARS)
+                or (name == "cpu" and any(v in os.environ for v in _CPU_DEVICE_VARS))):
             from .. import visibility
 
             undo.append(_undo_env(visibility.reconcile(name, notes=notes)))
+        for var in _READ_LATER:
+            if var in os.environ:
+                envs.get(var)
         undo.append(_undo_env(envs.apply_platform_env(name, notes=notes)))
         from .. import importhook
         from ..patches.packs import target_modules

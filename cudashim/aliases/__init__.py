@@ -12,20 +12,46 @@ __all__ = ["install", "uninstall", "installed"]
 
 _MODULES = {"cpu": "cudashim.aliases.cpu", "ascend": "cudashim.aliases.npu"}
 _installed: str | None = None
+_listed: list[tuple[object, str, object]] = []  # torch.accelerator functions counted for the report
+
+
+def _list_accelerator() -> None:
+    """With the report on, count the program's torch.accelerator calls too (the device-generic API
+    CUDA code increasingly uses): listed as they are, whatever the platform makes of them."""
+    import sys
+
+    report = sys.modules.get("cudashim.report")
+    accel = getattr(sys.modules.get("torch"), "accelerator", None)
+    if report is None or accel is None or not report.enabled() or _listed:
+        return
+    for name in getattr(accel, "__all__", ()):
+        fn = getattr(accel, name, None)
+        if callable(fn) and not isinstance(fn, type):
+            _listed.append((accel, name, fn))
+            setattr(accel, name, report.wrap(f"torch.accelerator.{name}", "native", fn))
+
+
+def _unlist_accelerator() -> None:
+    while _listed:
+        owner, name, fn = _listed.pop()
+        setattr(owner, name, fn)
 
 
 def install(platform: str) -> None:
     global _installed
     if _installed == platform or platform not in _MODULES:
+        _list_accelerator()
         return
     if _installed is not None:
         uninstall()
     importlib.import_module(_MODULES[platform]).install()
     _installed = platform
+    _list_accelerator()
 
 
 def uninstall() -> None:
     global _installed
+    _unlist_accelerator()
     if _installed is not None:
         importlib.import_module(_MODULES[_installed]).uninstall()
         _installed = None

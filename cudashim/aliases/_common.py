@@ -29,13 +29,13 @@ from ..importhook import when_imported  # noqa: E402
 _MISSING = object()
 
 
-def _report_wrap(api: str, treatment: str, value: Any) -> Any:
+def _report_wrap(api: str, treatment: str, value: Any, when: Callable[..., bool] | None = None) -> Any:
     # looked up at bind time only: with the report off the bound object is the plain function
     from .. import report
 
     if not report.enabled() or not callable(value):
         return value
-    return report.wrap(api, treatment, value)
+    return report.wrap(api, treatment, value, when) if when is not None else report.wrap(api, treatment, value)
 
 
 class Bindings:
@@ -49,13 +49,14 @@ class Bindings:
         self._saved: list[tuple[Any, str, Any]] = []
         self._seen: set[tuple[int, str]] = set()
 
-    def bind(self, owner: Any, attr: str, value: Any, api: str | None = None, treatment: str = "aliased") -> None:
+    def bind(self, owner: Any, attr: str, value: Any, api: str | None = None, treatment: str = "aliased",
+             when: Callable[..., bool] | None = None) -> None:
         key = (id(owner), attr)
         if key not in self._seen:  # the first original wins: re-binding never loses it
             self._seen.add(key)
             self._saved.append((owner, attr, vars(owner).get(attr, _MISSING)))
         if api is not None and not isinstance(value, property):
-            value = _report_wrap(api, treatment, value)
+            value = _report_wrap(api, treatment, value, when)
         setattr(owner, attr, value)
 
     def original(self, owner: Any, attr: str) -> Any:
@@ -89,13 +90,18 @@ class DeviceRewriter:
     Results are cached per argument, so the hot path is one dict lookup.
     """
 
-    def __init__(self, torch: Any, target: str, keep_index: bool = False) -> None:
+    def __init__(self, torch: Any, target: str, keep_index: bool = False, refuse: str | None = None) -> None:
         self._torch = torch
         self.target = target
         self.keep_index = keep_index
         self.target_device = torch.device(target)
+        # with no device visible (CUDA_VISIBLE_DEVICES='' ...), every CUDA device is refused with this
+        # message, as CUDA refuses it, rather than landing on the target anyway
+        self.refuse = refuse
         self._cache: dict[Any, Any] = {}
-        for warm in ("cuda", "cuda:0", torch.device("cuda"), torch.device("cuda", 0), 0, "cpu", torch.device("cpu")):
+        warms = ("cpu", torch.device("cpu")) if refuse else (
+            "cuda", "cuda:0", torch.device("cuda"), torch.device("cuda", 0), 0, "cpu", torch.device("cpu"))
+        for warm in warms:
             self(warm)
 
     def __call__(self, dev: Any) -> Any:
@@ -144,12 +150,26 @@ class DeviceRewriter:
         # None means "leave as it was"
         if not self.is_cuda(dev):
             return None
+        if self.refuse is not None:
+            raise RuntimeError(self.refuse)
         if not self.keep_index:
             return self.target if isinstance(dev, str) else self.target_device
         idx = self.index_of(dev)
         if isinstance(dev, str):
             return self.target if idx is None else f"{self.target}:{idx}"
         return self._torch.device(self.target, idx) if idx is not None else self.target_device
+
+
+def cuda_device_given(rewrite: DeviceRewriter, positional: int | None = None) -> Callable[..., bool]:
+    """For the report: whether a factory call was given a CUDA device (by keyword, or at `positional`)."""
+
+    def given(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        d = kwargs.get("device")
+        if d is None and positional is not None and len(args) > positional:
+            d = args[positional]
+        return d is not None and rewrite.is_cuda(d)
+
+    return given
 
 
 def wrap_factory(fn: Callable[..., Any], rewrite: DeviceRewriter, *, positional: int | None = None,

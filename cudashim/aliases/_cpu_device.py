@@ -22,7 +22,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .. import envs
 from ..errors import CapabilityError
 from . import _cpu_memory
 
@@ -34,10 +33,9 @@ __all__ = [
 
 
 def cpu_device_count() -> int:
-    n = envs.get("CUDASHIM_CPU_DEVICES")
-    if n is None:
-        n = envs.get("LOCAL_WORLD_SIZE")
-    return 1 if n is None else int(n)  # type: ignore[arg-type]
+    from ..visibility import cpu_device_count as count  # CUDA_VISIBLE_DEVICES applied, bounds checked
+
+    return count()
 
 
 def _model_name() -> str:
@@ -77,6 +75,12 @@ class CpuDeviceProperties:
         return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
                 f"total_memory={self.total_memory // 2**20}MB, multi_processor_count={self.multi_processor_count}, "
                 f"cudashim='cpu')")
+
+
+def host_properties() -> CpuDeviceProperties:
+    """The properties every cpu "CUDA device" reports (the alias layer's and the emulated device's)."""
+    return CpuDeviceProperties(name=f"CPU ({_model_name()})", total_memory=_cpu_memory.host_total_memory(),
+                               multi_processor_count=os.cpu_count() or 1)
 
 
 class DeviceModule:
@@ -155,11 +159,7 @@ class DeviceModule:
     def get_device_properties(self, device: Any = None) -> CpuDeviceProperties:
         self.index(device, "torch.cuda.get_device_properties")
         if self._props is None:
-            self._props = CpuDeviceProperties(
-                name=f"CPU ({_model_name()})",
-                total_memory=_cpu_memory.host_total_memory(),
-                multi_processor_count=os.cpu_count() or 1,
-            )
+            self._props = host_properties()
         return self._props
 
     def get_device_name(self, device: Any = None) -> str:

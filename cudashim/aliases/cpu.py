@@ -39,6 +39,7 @@ from . import _cpu_compile, _cpu_device, _cpu_limits, _cpu_memory, _cpu_streams,
 from ._common import (
     Bindings,
     DeviceRewriter,
+    cuda_device_given,
     discover_factories,
     when_imported,
     wrap_factory,
@@ -71,9 +72,16 @@ def _install_device(torch: Any) -> Any:
     """cuda:N tensors of the emulated device (cudashim.emulated): no argument is rewritten."""
     from .. import emulated
 
-    dm = emulated.install(_bindings)
+    real_is_available = torch.cuda.is_available  # library probes see the truth (DESIGN.md section 5)
+    dm = emulated.install(_bindings, when_imported=when_imported, alias_class=_cpu_torch.alias_class,
+                          properties=_cpu_device.host_properties, mem_get_info=_cpu_memory.mem_get_info)
     dm.core.set_device_count(_cpu_device.cpu_device_count())
-    probes.install("cpu", torch.cuda.is_available)
+    for name, value in _cpu_device.nvtx_table().items():
+        _bindings.bind(torch.cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
+    # NCCL is Gloo; the core hands Gloo CPU views of cuda tensors (emulated.distributed)
+    bind_distributed(_bindings, torch, {"nccl": "gloo"}, device_id=lambda d: None, device_ids=lambda ids: None,
+                     device_type=lambda t: t, is_active=installed)
+    probes.install("cpu", real_is_available)
     subs = [m for n, m in list(sys.modules.items()) if n.startswith("torch.cuda.") and m is not None]
     for name, value in _cpu_limits.LIMIT_TABLE.items():
         _bind_cuda(torch, name, value, "unsupported", subs)
@@ -114,7 +122,10 @@ def install() -> None:
             raise
         return
 
-    rw = DeviceRewriter(torch, "cpu", keep_index=False)
+    none = _cpu_device.cpu_device_count() == 0
+    rw = DeviceRewriter(torch, "cpu", keep_index=False, refuse=(
+        "No CUDA GPUs are available (cpu platform: CUDA_VISIBLE_DEVICES hides every emulated device, "
+        "or CUDASHIM_CPU_DEVICES=0); unset it or name a device, e.g. CUDA_VISIBLE_DEVICES=0") if none else None)
     _rewrite = rw
     try:
         _install(torch, rw)
@@ -148,7 +159,8 @@ def _install(torch: Any, rw: DeviceRewriter) -> None:
     for ns, name in discover_factories(torch):
         fn = getattr(ns, name)
         b.bind(ns, name, wrap_factory(fn, rw, positional=_POSITIONAL_DEVICE.get(name)),
-               f"{ns.__name__}.{name}(device='cuda')", "aliased")
+               f"{ns.__name__}.{name}(device='cuda')", "aliased",
+               when=cuda_device_given(rw, _POSITIONAL_DEVICE.get(name)))
     _bind_tensor(torch, rw, dm)
     _bind_module(torch, rw, dm)
     _cpu_torch.bind(_bindings, torch, rw)
@@ -217,7 +229,8 @@ def _bind_tensor(torch: Any, rw: DeviceRewriter, dm: _cpu_device.DeviceModule) -
            "Tensor.is_cuda", "aliased")
     for name in (n for n in _TENSOR_METHODS if n.startswith("new_")):
         if hasattr(T, name):
-            b.bind(T, name, wrap_factory(getattr(T, name), rw), f"Tensor.{name}", "aliased")
+            b.bind(T, name, wrap_factory(getattr(T, name), rw), f"Tensor.{name}", "aliased",
+                   when=cuda_device_given(rw))
 
     def storage_cuda(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
         return self

@@ -43,11 +43,12 @@ def _attempt(problems: list[str], what: str, fn: Callable[[], Any], default: Any
 
 
 def _platform_section(env: Mapping[str, str], problems: list[str]) -> tuple[str, dict[str, Any]]:
-    from ..config import load_config
+    from ..config import explain_config, load_config
     from ..platform import resolve_platform_name
     from ..platform.contract import PLATFORM_CLASSES
 
     config = _attempt(problems, "config", lambda: load_config(environ=env))
+    config_why = _attempt(problems, "config", lambda: explain_config(environ=env)[1], "")
     resolved = _attempt(problems, "platform", lambda: resolve_platform_name(config, env))
     if resolved is None:
         # still report something useful: what the hardware alone says
@@ -67,6 +68,7 @@ def _platform_section(env: Mapping[str, str], problems: list[str]) -> tuple[str,
         "sf_pack_factor": cls._sf_itemsize,
         "config": {
             "path": str(config.path) if config is not None and config.path else None,
+            "why": config_why,
             "platform": getattr(config, "platform", None),
             "patches": len(getattr(config, "patches", ()) or ()),
         },
@@ -205,6 +207,8 @@ def render_text(report: Mapping[str, Any]) -> str:
              f"UE8M0 scales: {p['fp8_sf_type']} x{p['sf_pack_factor']}"]
     cfg = p["config"]
     lines.append(f"  config: {cfg['path'] or 'none found'}" + (f" ({cfg['patches']} patch entries)" if cfg["path"] else ""))
+    if cfg.get("why"):
+        lines.append(f"    why: {cfg['why']}")
     lines += ["", f"hardware under {hw['root']}: {hw['detected']}, {len(hw['devices'])} device(s)"
               + (" of the simulated Ascend host (not a real NPU)" if hw.get("simulated") else "")]
     for d in hw["devices"]:

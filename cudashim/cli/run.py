@@ -1,4 +1,4 @@
-"""`cudashim run [--platform P] [--simulate] [--config FILE] [--report FILE] (script.py | -m module | -c code | EXECUTABLE) args...`
+"""`cudashim run [--platform P] [--simulate] [--config FILE] [--report FILE] (script.py | - | -m module | -c code | EXECUTABLE) args...`
 
 The launcher changes nothing in the program: it puts the bootstrap folder first on PYTHONPATH, sets
 CUDASHIM_STRICT=1 (and the variables its options stand for) and replaces itself with the program
@@ -21,7 +21,7 @@ __all__ = ["BOOTSTRAP_DIR", "USAGE", "main", "python_path", "build_command"]
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_bootstrap")
 USAGE = (
     "usage: python -m cudashim run [--platform ascend|nvidia|cpu] [--simulate] [--config FILE] [--report FILE]\n"
-    "                              (script.py | -m module | -c code | EXECUTABLE) [args...]"
+    "                              (script.py | - | -m module | -c code | EXECUTABLE) [args...]"
 )
 
 
@@ -89,6 +89,16 @@ def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     return opts, rest
 
 
+def _executable(name: str) -> str | None:
+    """`name` beside the running interpreter first (the console scripts of the venv it belongs to,
+    which need not be on PATH when the venv is used by its full path), then on PATH."""
+    if os.sep not in name and (os.altsep is None or os.altsep not in name):
+        beside = shutil.which(name, path=os.path.dirname(sys.executable))
+        if beside is not None:
+            return beside
+    return shutil.which(name)
+
+
 def build_command(rest: list[str]) -> tuple[str, list[str], str]:
     """(file to exec, its argv, folder the config search starts from) for what follows the options."""
     py = sys.executable
@@ -98,11 +108,13 @@ def build_command(rest: list[str]) -> tuple[str, list[str], str]:
         if len(rest) < 2:
             raise _UsageError(f"{head} needs an argument")
         return py, [*pre, *rest], os.getcwd()
+    if head == "-":  # the program on stdin, as `python -`
+        return py, [*pre, *rest], os.getcwd()
     if head.endswith((".py", ".pyw")) or os.path.isdir(head):
         if not os.path.exists(head):
             raise FileNotFoundError(head)
         return py, [*pre, *rest], os.path.dirname(os.path.abspath(head))
-    exe = shutil.which(head)
+    exe = _executable(head)
     if exe is not None:
         return exe, rest, os.getcwd()  # argv[0] stays as the user typed it
     if os.path.isfile(head):  # a Python script without the .py suffix, as `python name` would run it
@@ -133,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         # the message python itself prints for a missing script, same exit code
         name = str(e)
-        also = "" if name.endswith((".py", ".pyw")) else f" (nor is {name!r} an executable on PATH)"
+        also = "" if name.endswith((".py", ".pyw")) else f" (nor is {name!r} an executable beside {sys.executable!r} or on PATH)"
         print(f"cudashim run: can't open file {os.path.abspath(name)!r}: [Errno 2] No such file or directory{also}",
               file=sys.stderr)
         return 2

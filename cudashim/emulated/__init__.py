@@ -1,4 +1,7 @@
-"""The emulated CUDA device: `cuda:N` tensors in host memory, run by PyTorch's CPU kernels.
+"""Python side of the emulated devices (DESIGN.md §4): the cuda device on the CPU, the simulated
+Ascend NPU (emulated.npu).
+
+The emulated CUDA device: `cuda:N` tensors in host memory, run by PyTorch's CPU kernels.
 
 The native core (csrc/, built and cached by _build) registers a device guard, a host allocator
 with exact statistics, per-device generators and the kernels of the CUDA dispatch key: its own
@@ -11,7 +14,7 @@ bootstrap; if the core cannot be built or loaded it raises EmulatedBuildError na
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from ._build import EmulatedBuildError, load
 
@@ -29,16 +32,22 @@ def core() -> Any:
     return _state["core"]
 
 
-def install(bindings: Any) -> Any:
-    """Make torch.cuda / torch.accelerator the device module of the emulated device; returns it."""
+def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None]], None],
+            alias_class: Callable[[type, Any], type], properties: Callable[[], Any],
+            mem_get_info: Callable[..., tuple[int, int]]) -> Any:
+    """Make torch.cuda / torch.accelerator the device module of the emulated device; returns it.
+
+    bindings: the caller's restorable bindings; the rest are the caller's helpers (this package sits
+    below the alias layer and imports none of it): the one import hook's when_imported, a class
+    stand-in maker, the device properties and the host's (free, total) memory.
+    """
     import torch
 
-    from ..aliases import _cpu_device
     from . import accelerator, compile, distributed, streams
     from .cuda import DeviceModule
 
     mod = load("CUDA")
-    dm = DeviceModule(torch, mod)
+    dm = DeviceModule(torch, mod, properties, mem_get_info)
     _state["core"] = mod
     _state["dm"] = dm
     cuda = torch.cuda
@@ -53,18 +62,16 @@ def install(bindings: Any) -> Any:
 
     for name, value in dm.table().items():
         bind(name, value)
-    for name, value in streams.table(torch, dm.index).items():
+    for name, value in streams.table(torch, dm.index, alias_class).items():
         bind(name, value)
-    for name, value in _cpu_device.nvtx_table().items():
-        bindings.bind(cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
     # torch.cuda's own seeding and lazy-init code runs unchanged once the device counts as initialized
     bindings.bind(cuda, "default_generators", dm.generators())
     bindings.bind(cuda, "_initialized", True)
     for name, value in accelerator.table(torch, dm).items():
         if hasattr(torch.accelerator, name):
             bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
-    compile.bind(bindings, installed)
-    distributed.bind(bindings, torch, mod, installed)
+    compile.bind(bindings, installed, when_imported)
+    distributed.bind(bindings, torch, mod)
     return dm
 
 

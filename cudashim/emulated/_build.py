@@ -24,7 +24,7 @@ __all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES"]
 
 _CSRC = Path(__file__).resolve().parents[2] / "csrc"
 SOURCES = ("devices.cpp", "allocator.cpp", "views.cpp", "generator.cpp", "guard.cpp", "kernels.cpp",
-           "fallback.cpp", "amp.cpp", "sdpa.cpp", "hooks.cpp", "module.cpp")
+           "fallback.cpp", "amp.cpp", "sdpa.cpp", "collectives.cpp", "hooks.cpp", "module.cpp")
 _HEADERS = ("shim.h",)
 _loaded: dict[str, ModuleType] = {}
 
@@ -91,7 +91,11 @@ def load(dispatch_key: str = "CUDA", verbose: bool = False) -> ModuleType:
 def _compile(name: str, where: Path, dispatch_key: str, verbose: bool) -> ModuleType:
     from torch.utils import cpp_extension
 
-    where.mkdir(parents=True, exist_ok=True)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EmulatedBuildError(f"cannot create the emulated device's build folder {where}: {e}; set "
+                                 "CUDASHIM_BUILD_DIR to a writable folder and run `python -m cudashim.emulated`") from e
     flags = ["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"]
     if dispatch_key != "CUDA":
         flags.append(f"-DCUDASHIM_KEY={dispatch_key}")

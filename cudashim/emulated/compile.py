@@ -10,9 +10,7 @@ stream), and Dynamo's CUDA interface reports no Triton-capable GPU.
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..aliases._common import Bindings, when_imported
+from typing import Any, Callable
 
 __all__ = ["bind"]
 
@@ -50,8 +48,9 @@ def _wrapper_class(device: str = "cuda") -> type:
     return EmulatedWrapperCodegen
 
 
-def bind(b: Bindings, is_active: Any) -> None:
-    """Register the bindings into b; each applies when its torch module loads."""
+def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Callable[[Any], None]], None]) -> None:
+    """Register the bindings into b (restorable bindings); each applies when its torch module loads
+    (when_imported: the shim's one import hook)."""
 
     def inductor_utils(mod: Any) -> None:
         if is_active() and "cuda" in mod.GPU_TYPES:

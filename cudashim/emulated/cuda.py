@@ -8,11 +8,8 @@ Properties are the documented CPU answer (an Ampere-class 8.0 device whose memor
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from typing import Any, Callable
 
-from ..aliases import _cpu_memory
-from ..aliases._cpu_device import CpuDeviceProperties, _model_name
 from .memory import MemoryTable
 
 __all__ = ["DeviceModule", "distinct"]
@@ -35,10 +32,13 @@ def distinct(fn: Any) -> Any:
 class DeviceModule:
     """The torch.cuda functions answered by one loaded core."""
 
-    def __init__(self, torch: Any, core: Any) -> None:
+    def __init__(self, torch: Any, core: Any, properties: Callable[[], Any],
+                 mem_get_info: Callable[..., tuple[int, int]]) -> None:
         self.torch = torch
         self.core = core
-        self._props: CpuDeviceProperties | None = None
+        self._properties = properties  # the host's answer, made once on first use
+        self._props: Any = None
+        self._mem_get_info = mem_get_info
         self.memory = MemoryTable(core, self.index)
 
     def index(self, device: Any = None) -> int:
@@ -102,11 +102,10 @@ class DeviceModule:
         cls = self.device_ctx()
         return cls(obj.get_device() if getattr(obj, "is_cuda", False) else -1)
 
-    def get_device_properties(self, device: Any = None) -> CpuDeviceProperties:
+    def get_device_properties(self, device: Any = None) -> Any:
         self.index(device)
         if self._props is None:
-            self._props = CpuDeviceProperties(name=f"CPU ({_model_name()})", total_memory=_cpu_memory.host_total_memory(),
-                                              multi_processor_count=os.cpu_count() or 1)
+            self._props = self._properties()
         return self._props
 
     def get_device_name(self, device: Any = None) -> str:
@@ -153,5 +152,5 @@ class DeviceModule:
             "is_current_stream_capturing": lambda: False,
             "utilization": lambda device=None: 0,
         }
-        out.update(self.memory.table(_cpu_memory.mem_get_info))
+        out.update(self.memory.table(self._mem_get_info))
         return {k: v if isinstance(v, type) else distinct(v) for k, v in out.items()}

@@ -1,34 +1,26 @@
 """NCCL-written programs on Gloo, with the device's cuda tensors.
 
-The backend name and device ids are translated as on the alias layer (aliases/_distributed). Gloo in
-a CPU build refuses cuda tensors, so each collective hands it CPU tensors over the same memory
-(the core's cpu_view: no copy; results land in the caller's cuda tensors). Two collectives NCCL
-accepts and Gloo does not are built from ones it has: all_gather_into_tensor with a flat or stacked
-output (an all_gather into views of the output) and reduce_scatter_tensor (an all_reduce, then the
-rank's chunk). Not covered yet: DDP's C++ reducer calls the process group directly with cuda buckets.
+The backend name and device ids are translated by the caller (the cpu platform's alias step). Gloo
+cannot take cuda tensors; the core (csrc/collectives.cpp) replaces the c10d operators' CUDA kernels
+with ones that hand Gloo CPU tensors over the same memory, which covers Python collectives and
+DDP's C++ reducer alike. Two collectives NCCL accepts and Gloo does not are built here from ones it
+has: all_gather_into_tensor with a flat or stacked output (an all_gather into views of the output)
+and reduce_scatter_tensor (an all_reduce, then the rank's chunk).
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable
-
-from ..aliases._common import Bindings
-from ..aliases._distributed import bind_distributed
+from typing import Any
 
 __all__ = ["bind"]
 
-_COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce", "send", "recv", "isend", "irecv",
-                "all_to_all_single", "all_to_all", "gather", "scatter", "reduce_scatter")
-
-
-def bind(b: Bindings, torch: Any, core: Any, is_active: Callable[[], bool]) -> None:
+def bind(b: Any, torch: Any, core: Any) -> None:
+    """Register the collectives' bindings into b (restorable bindings)."""
     import torch.distributed as dist
 
     if not dist.is_available():
         return
-    bind_distributed(b, torch, {"nccl": "gloo"}, device_id=lambda d: None, device_ids=lambda ids: None,
-                     device_type=lambda t: t, is_active=is_active)
+    core.register_collectives()
     Tensor = torch.Tensor
 
     def host(x: Any) -> Any:
@@ -38,18 +30,7 @@ def bind(b: Bindings, torch: Any, core: Any, is_active: Callable[[], bool]) -> N
             return type(x)(host(v) for v in x)
         return x
 
-    def hosted(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return fn(*(host(a) for a in args), **{k: host(v) for k, v in kwargs.items()})
-        return call
-
     c10d = dist.distributed_c10d
-    for name in _COLLECTIVES:
-        wrapped = hosted(getattr(c10d, name))
-        for ns in (c10d, dist):
-            b.bind(ns, name, wrapped, f"torch.distributed.{name}", "emulated")
-
     all_gather = dist.all_gather
     all_reduce = dist.all_reduce
 

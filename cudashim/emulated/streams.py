@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..aliases._cpu_torch import alias_class
-
 __all__ = ["table"]
 
 
-def table(torch: Any, index: Callable[[Any], int]) -> dict[str, Any]:
-    """torch.cuda's stream and event names -> values, for devices checked by index()."""
+def table(torch: Any, index: Callable[[Any], int], alias_class: Callable[[type, Any], type]) -> dict[str, Any]:
+    """torch.cuda's stream and event names -> values, for devices checked by index(); alias_class
+    makes a class that constructs through a function and answers isinstance() for another."""
 
     class Stream(torch.Stream):
         """torch.cuda.Stream: a stream of the emulated device."""

@@ -172,9 +172,9 @@ def resolve(patch: Patch) -> Any:
     busy.add(key)
     try:
         try:
-            from importlib import import_module
+            from .._replacements import import_replacement
 
-            repl_mod = import_module(mod_name)
+            repl_mod = import_replacement(mod_name, patch.folder)
         except Exception as e:
             raise PatchError(
                 f"cudashim: cannot import the replacement for {patch.describe()}: {type(e).__name__}: {e}; "

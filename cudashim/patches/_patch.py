@@ -9,6 +9,7 @@ public API is used (see the package's docstring).
 from __future__ import annotations
 
 import _thread
+import os
 import sys
 
 from .. import _state, envs
@@ -96,8 +97,10 @@ def install(config: Config | None, platform: Any, trace: bool | None = None) -> 
         if "cudashim.patches._apply" in sys.modules:
             _applier()  # already in use: it traces from now on as this install says
         hint = _config_hint(config)
+        folder = os.path.dirname(os.fspath(config.path)) if config.path is not None else None
         for entry, mode in plan(config, name):
-            p = Patch(entry=entry, mode=mode, platform=name)
+            p = Patch(entry=entry, mode=mode, platform=name,
+                      folder=None if entry.source.startswith("built-in:") else folder)
             _active[entry.target] = p
             _by_module.setdefault(p.module_name, []).append(p)
         # watch every target module (patch on load) and every parent (stand in when absent)

@@ -25,11 +25,11 @@ MISSING: Any = _Missing()
 class Patch:
     """Runtime record of one active patch (one target); compared by identity."""
 
-    __slots__ = ("entry", "mode", "platform", "original", "replacement", "state", "module", "rebound")
+    __slots__ = ("entry", "mode", "platform", "original", "replacement", "state", "module", "rebound", "folder")
 
     def __init__(self, entry: PatchEntry, mode: str, platform: str, original: Any = MISSING,
                  replacement: Any = MISSING, state: str = "pending", module: ModuleType | None = None,
-                 rebound: list[str] | None = None) -> None:
+                 rebound: list[str] | None = None, folder: str | None = None) -> None:
         self.entry = entry
         self.mode = mode  # ALWAYS | ABSENT_ONLY (the package's pack table)
         self.platform = platform
@@ -38,6 +38,7 @@ class Patch:
         self.state = state  # pending | applied | stood-in | native
         self.module = module
         self.rebound: list[str] = [] if rebound is None else rebound
+        self.folder = folder  # the config's folder, where the replacement resolves first (None: built-in)
 
     def __repr__(self) -> str:
         return f"Patch({self.entry.target!r}, mode={self.mode!r}, platform={self.platform!r}, state={self.state!r})"

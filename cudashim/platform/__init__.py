@@ -16,11 +16,26 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Mapping
 
-__all__ = ["PLATFORMS", "resolve_platform_name"]
+__all__ = ["PLATFORMS", "resolve_platform_name", "settle", "settled"]
 
 #: every platform name, in the order detection checks them; the config, CUDASHIM_PLATFORM, the patch
 #: packs' modes and the capability table all use these names (import-linter and tests keep them in step)
 PLATFORMS = ("ascend", "nvidia", "cpu")
+
+# the platform the activation (bootstrap or activate()) settled for this process; None when inactive
+_settled: "str | None" = None
+
+
+def settle(name: "str | None") -> None:
+    """Record the platform the activation settled (None: deactivated); get_platform() answers it
+    rather than resolving again from the working directory's config."""
+    global _settled
+    _settled = name
+
+
+def settled() -> "str | None":
+    return _settled
+
 
 _FOUND = {"ascend": "an Ascend NPU was found", "nvidia": "an NVIDIA GPU was found",
           "cpu": "no Ascend NPU or NVIDIA GPU was found"}

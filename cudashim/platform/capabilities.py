@@ -185,6 +185,12 @@ TABLE: tuple[Capability, ...] = (
          ascend=Entry(U, RAISE_CALL, "L0", "no Triton NPU backend is wired in", _PATCH),
          cpu=Entry(U, RAISE_CALL, "L3", "no Triton CPU backend",
                f"{_PATCH}, or set TRITON_INTERPRET=1 to run it in Triton's (slow) interpreter")),
+    _cap("cuda_device_semantics", "cuda:N tensors with CUDA's semantics", "device='cuda' tensors",
+         nvidia=Entry(N, None, "L3", "the GPU itself (tests/emulated's checks pass on an H200 with the shim off)"),
+         ascend=Entry(N, None, "L0", "NPU tensors through transfer_to_npu (device type npu, not cuda)"),
+         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "opt-in (CUDASHIM_CPU_BACKEND=device): the emulated device of csrc/, cuda:N "
+               "tensors in host memory run by the CPU kernels (tests/emulated in CI); the default alias layer "
+               "renames cuda to the CPU", "build the core with `python -m cudashim.emulated` (needs g++ and ninja)")),
 )
 
 _BY_ID: dict[str, Capability] = {c.id: c for c in TABLE}

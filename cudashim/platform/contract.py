@@ -367,9 +367,16 @@ def platform_name() -> str:
     if "platform" in _cache:
         return _cache["platform"].name
     if "name" not in _cache:
-        from ..config import load_config
+        from . import settled
 
-        _cache["name"] = resolve_platform_name(load_config())[0]
+        # an activated process keeps the platform its activation settled, from the config of the
+        # project it runs: searching again from the working directory could read another folder's
+        name = settled()
+        if name is None:
+            from ..config import load_config
+
+            name = resolve_platform_name(load_config())[0]
+        _cache["name"] = name
     return _cache["name"]
 
 

@@ -3,12 +3,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _harness import REAL_CUDA, run_python  # noqa: E402
+from emulated_run import REAL_CUDA, run_python
 
 NO_DEVICE = """
 import torch

@@ -1,19 +1,15 @@
 """CUDA semantics of the emulated device: checks.py in one fresh interpreter, one test per check.
 
 Each check was written against a defect of the cpu alias layer (issue 17) or a CUDA behaviour the
-device must keep; on an NVIDIA machine the same checks run on real CUDA (see _harness.py)."""
+device must keep; on an NVIDIA machine the same checks run on real CUDA (see tests/fixtures/emulated_run.py)."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _harness import HERE, run_python  # noqa: E402
+from emulated_run import HERE, run_python
 
 CHECK_NAMES = [
     "device_to_host_copy_copies", "host_to_device_copy_copies", "pinned_staging_buffer_reuse",

@@ -173,8 +173,11 @@ def test_nvidia_leaves_visibility_alone_unless_assigning_ranks():
     assert env["CUDA_VISIBLE_DEVICES"] == "7,5" and "ASCEND_RT_VISIBLE_DEVICES" not in env
 
 
-def test_cpu_ignores_visibility_but_still_validates_shim_variables():
-    assert visibility.reconcile("cpu", {"CUDA_VISIBLE_DEVICES": "whatever"}) == []
+def test_cpu_checks_visibility_like_cuda_and_validates_shim_variables():
+    # issue 16: garbage was ignored on cpu; CUDA refuses it, and so does the shim, naming the value
+    with pytest.raises(VisibilityError, match="CUDA_VISIBLE_DEVICES='whatever'"):
+        visibility.reconcile("cpu", {"CUDA_VISIBLE_DEVICES": "whatever"})
+    assert visibility.reconcile("cpu", {"CUDA_VISIBLE_DEVICES": ""}) == []  # valid: hides every device
     with pytest.raises(EnvError, match="CUDASHIM_DEVICES_PER_RANK"):
         visibility.reconcile("cpu", {"CUDASHIM_DEVICES_PER_RANK": "x"})
 

@@ -9,18 +9,42 @@ torch_npu's name `npu_stream`. Device properties name the simulated part (Ascend
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from ..cuda import DeviceModule, distinct
 
-__all__ = ["NpuDeviceModule", "stream_table"]
+__all__ = ["NpuDeviceModule", "NpuDeviceProperties", "stream_table"]
 
 _NAME = "Ascend910B (simulated on the CPU)"
 _NPU_TYPE = 20  # c10::DeviceType::PrivateUse1, the type index torch.Stream reports
 
 
+@dataclasses.dataclass(frozen=True)
+class NpuDeviceProperties:
+    """torch.npu.get_device_properties() of the simulated NPU: torch_npu's fields, the host's memory."""
+
+    name: str = _NAME
+    total_memory: int = 0
+    cube_core_num: int = 24  # a 910B's AI cores, so code that sizes grids from them gets a 910B answer
+    vector_core_num: int = 48
+    L2_cache_size: int = 0
+    major: int = 0
+    minor: int = 0
+    multi_processor_count: int = 24
+
+
+def _host_memory() -> tuple[int, int]:
+    page = os.sysconf("SC_PAGE_SIZE")
+    return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+
 class NpuDeviceModule(DeviceModule):
     """DeviceModule answering for `npu` devices."""
+
+    def __init__(self, torch: Any, core: Any) -> None:
+        super().__init__(torch, core, lambda: NpuDeviceProperties(total_memory=_host_memory()[1]),
+                         lambda device=None: _host_memory())
 
     def index(self, device: Any = None) -> int:
         if device is None:
@@ -36,12 +60,6 @@ class NpuDeviceModule(DeviceModule):
     def device_of(self, obj: Any) -> Any:
         cls = self.device_ctx()
         return cls(obj.get_device() if getattr(obj, "is_npu", False) else -1)
-
-    def get_device_properties(self, device: Any = None) -> Any:
-        props = super().get_device_properties(device)
-        if props.name != _NAME:
-            self._props = props = dataclasses.replace(props, name=_NAME)
-        return props
 
 
 def stream_table(torch: Any, index: Any) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Issue 16: trust and failure boundaries, tested in fresh interpreters."""
