@@ -32,6 +32,7 @@ class NpuDeviceProperties:
     major: int = 0
     minor: int = 0
     multi_processor_count: int = 24
+    gcnArchName: str = "Ascend910B"  # read by Inductor's cache key for the device torch_npu calls its gpu type
 
 
 def _host_memory() -> tuple[int, int]:
