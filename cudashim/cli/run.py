@@ -6,6 +6,10 @@ through exec. sys.argv, __main__, exit codes, signals and stdin are therefore ex
 every child Python process (multiprocessing spawn, torchrun workers, subprocess) inherits the
 environment and is shimmed too. The bootstrap in the new process does the real work, before the
 first user line runs.
+
+`--simulate` (with --platform ascend, implied when no platform is given) sets CUDASHIM_SIMULATE=1: the
+program runs on the simulated Ascend NPU on the CPU (cudashim/emulated/npu, README "Testing an Ascend
+port without an NPU").
 """
 
 from __future__ import annotations

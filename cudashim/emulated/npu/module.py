@@ -43,20 +43,11 @@ def _host_memory() -> tuple[int, int]:
 class NpuDeviceModule(DeviceModule):
     """DeviceModule answering for `npu` devices."""
 
+    device_type = "npu"
+
     def __init__(self, torch: Any, core: Any) -> None:
         super().__init__(torch, core, lambda: NpuDeviceProperties(total_memory=_host_memory()[1]),
                          lambda device=None: _host_memory())
-
-    def index(self, device: Any = None) -> int:
-        if device is None:
-            return self.core.check_index(-1)
-        if isinstance(device, str):
-            device = self.torch.device(device)
-        if isinstance(device, self.torch.device):
-            if device.type != "npu":
-                raise ValueError(f"Expected a npu device, but got: {device}")
-            return self.core.check_index(-1 if device.index is None else device.index)
-        return self.core.check_index(int(device))
 
     def device_of(self, obj: Any) -> Any:
         cls = self.device_ctx()
