@@ -83,3 +83,13 @@ def test_simulate_is_ascend_only():
 def test_usage_lists_simulate():
     r = run_sim(["--help"])
     assert "[--simulate]" in r.stdout
+
+
+def test_migration_report_says_simulated(tmp_path):
+    need_wheel()
+    report = tmp_path / "report.json"
+    r = run_sim(["--report", str(report), "-c", "import torch; torch.cuda.synchronize(); torch.zeros(2, device='cuda')"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(report.read_text())
+    assert data["platform"] == "ascend" and data["simulated"] is True
+    assert "SIMULATED NPU on the CPU" in r.stderr
