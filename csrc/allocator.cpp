@@ -32,21 +32,25 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   }
 }
 
-// Every block carries a header just below its data: the DataPtr's context is the data pointer
-// itself, as raw_allocate()/raw_deallocate() require (CPU kernels use them for scratch memory), and
-// the deleter still knows the size and device to account. device < 0: plain host memory.
+// Every device block carries a header just below its data: the DataPtr's context is the data pointer
+// itself, as raw_allocate()/raw_deallocate() require, and the deleter still knows the size and device.
 constexpr size_t kHeader = 64;  // keeps the data 64-byte aligned
 struct Header {
   int64_t size;
   int64_t device;
+  uint64_t magic;  // kMagic while the block is ours and live
 };
+constexpr uint64_t kMagic = 0x63756461736869ULL;  // "cudashi"
+
 
 Header* header_of(void* data) { return reinterpret_cast<Header*>(static_cast<char*>(data) - kHeader); }
 
 void release(void* data) {
   if (data == nullptr) return;
   Header* h = header_of(data);
-  if (h->device >= 0) {
+  TORCH_INTERNAL_ASSERT(h->magic == kMagic, "cudashim: device memory freed twice or not ours");
+  h->magic = 0;
+  {
     auto& s = g_stats[h->device];
     s.allocated.fetch_sub(h->size);
     s.allocations.fetch_sub(1);
@@ -61,6 +65,7 @@ void* allocate_raw(c10::DeviceIndex index, size_t n) {
   auto* h = static_cast<Header*>(c10::alloc_cpu(static_cast<size_t>(size) + kHeader));
   h->size = size;
   h->device = index;
+  h->magic = kMagic;
   if (index >= 0) {
     auto& s = g_stats[index];
     raise_peak(s.allocated_peak, s.allocated.fetch_add(size) + size);
@@ -72,7 +77,7 @@ void* allocate_raw(c10::DeviceIndex index, size_t n) {
 }
 
 // Device memory (index >= 0) or host memory (index < 0); `as` is the device the DataPtr reports
-// (the device itself, or CPU while a CPU kernel fills it for the device: see CaptureAllocations).
+// (the device itself).
 c10::DataPtr allocate_on(c10::DeviceIndex index, size_t n, c10::Device as) {
   if (n == 0) return c10::DataPtr(nullptr, nullptr, &release, as);
   void* p = allocate_raw(index, n);
@@ -128,18 +133,26 @@ struct PinnedAllocator final : c10::Allocator {
 };
 PinnedAllocator g_pinned_allocator;
 
-// The CPU allocator: host memory with the same header, so that inside the fallback
-// (CaptureAllocations) a CPU kernel's allocations can be device memory and be freed by the same
-// deleter as any other (raw_deleter() must be one function).
-thread_local c10::DeviceIndex t_capture = -1;
-bool g_cpu_installed = false;
+// What the CPU allocator's DataPtrs carry: a fallback's outputs are allocated by the CPU kernels
+// through it, then adopted as device memory (adopt()) and freed by its own deleter.
+c10::DeleterFnPtr g_cpu_deleter = nullptr;
 
-struct CpuAllocator final : c10::Allocator {
-  c10::DataPtr allocate(size_t n) override { return allocate_on(t_capture, n, c10::Device(c10::kCPU)); }
-  c10::DeleterFnPtr raw_deleter() const override { return &release; }
-  void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
+struct Adopted {
+  void* ptr;
+  int64_t size;
+  c10::DeviceIndex device;
 };
-CpuAllocator g_wrapped_cpu;
+
+void release_adopted(void* ctx) {
+  auto* a = static_cast<Adopted*>(ctx);
+  auto& s = g_stats[a->device];
+  s.allocated.fetch_sub(a->size);
+  s.allocations.fetch_sub(1);
+  s.freed_total.fetch_add(a->size);
+  s.num_free.fetch_add(1);
+  g_cpu_deleter(a->ptr);
+  delete a;
+}
 
 }  // namespace
 
@@ -177,17 +190,25 @@ void reset_peak(c10::DeviceIndex index) {
 
 int64_t pinned_bytes() { return g_pinned_bytes; }
 
-CaptureAllocations::CaptureAllocations(c10::DeviceIndex index) : previous(t_capture) { t_capture = index; }
-CaptureAllocations::~CaptureAllocations() { t_capture = previous; }
-
-bool owns_device_memory(const c10::DataPtr& p) {
-  return p.get_deleter() == &release && p.get() != nullptr && header_of(p.get())->device >= 0;
+bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index) {
+  if (g_cpu_deleter == nullptr || dp.get() == nullptr || dp.get() != dp.get_context() ||
+      dp.get_deleter() != g_cpu_deleter) {
+    return false;  // not plain CPU-allocator memory: the caller keeps it alive instead
+  }
+  const int64_t size = static_cast<int64_t>((nbytes + kRound - 1) / kRound * kRound);
+  auto& s = g_stats[index];
+  raise_peak(s.allocated_peak, s.allocated.fetch_add(size) + size);
+  raise_peak(s.allocations_peak, s.allocations.fetch_add(1) + 1);
+  s.allocated_total.fetch_add(size);
+  s.num_alloc.fetch_add(1);
+  void* p = dp.release_context();
+  dp = c10::DataPtr(p, new Adopted{p, size, index}, &release_adopted, c10::Device(kType, index));
+  return true;
 }
 
-void install_cpu_allocator() {
-  if (g_cpu_installed) return;
-  g_cpu_installed = true;
-  c10::SetCPUAllocator(&g_wrapped_cpu, /*priority=*/1);
+void install_allocators() {
+  if (g_cpu_deleter != nullptr) return;
+  g_cpu_deleter = c10::GetCPUAllocator()->raw_deleter();
   c10::SetAllocator(kType, device_allocator(-1), /*priority=*/1);
 }
 

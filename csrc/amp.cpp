@@ -13,7 +13,6 @@ at::Tensor widened(const at::Tensor& self, int64_t dim, bool half_to_float) {
   const auto index = self.device().index();
   at::Tensor out;
   {
-    CaptureAllocations capture(index);
     at::Tensor in = cpu_view(self, false);
     out = Op(half_to_float ? in.to(at::kFloat) : in, dim, false);
   }
@@ -25,7 +24,6 @@ at::Tensor widened_backward(const at::Tensor& grad, const at::Tensor& output, in
   const auto index = grad.device().index();
   at::Tensor out;
   {
-    CaptureAllocations capture(index);
     at::Tensor g = cpu_view(grad, false);
     at::Tensor o = cpu_view(output, false);
     const bool widened = g.scalar_type() != input_dtype;

@@ -1,8 +1,8 @@
 // Every other operator: PyTorch's CPU kernel, run on CPU views of the device tensors' memory.
 //
 // Unlike at::native::cpu_fallback nothing is copied: inputs are viewed in place, in-place and out=
-// arguments are written in place, and the memory a CPU kernel allocates for its outputs is device
-// memory from the start (CaptureAllocations), handed back as device tensors. Before that, the
+// arguments are written in place, and the memory a CPU kernel allocates for its outputs becomes
+// device memory (adopted into the device's statistics), handed back as device tensors. Before that, the
 // devices are checked as a GPU checks them, and a random operator without a generator draws from
 // the device's own generator.
 #include "shim.h"
@@ -109,10 +109,7 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  {
-    CaptureAllocations capture(scan.device);
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 
   // an out= argument the CPU kernel resized now lives in new memory: move it onto the device
   for (const auto& v : viewed) {

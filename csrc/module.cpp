@@ -33,7 +33,7 @@ bool hooks_active() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace cudashim;
-  install_cpu_allocator();
+  install_allocators();
   register_hooks();
   register_sdpa_choice();
   m.attr("device_type") = c10::DeviceTypeName(kType, true);

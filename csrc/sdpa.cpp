@@ -27,7 +27,6 @@ Forward flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, dou
   const auto index = q.device().index();
   at::Tensor out, lse;
   {
-    CaptureAllocations capture(index);
     std::tie(out, lse) = at::_scaled_dot_product_flash_attention_for_cpu(host(q), host(k), host(v), dropout, causal,
                                                                           std::nullopt, scale);
   }
@@ -44,7 +43,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
   const auto index = q.device().index();
   at::Tensor dq, dk, dv;
   {
-    CaptureAllocations capture(index);
     std::tie(dq, dk, dv) = at::_scaled_dot_product_flash_attention_for_cpu_backward(
         host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, std::nullopt, scale);
   }

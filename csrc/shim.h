@@ -40,15 +40,11 @@ struct DeviceStats {
 DeviceStats device_stats(c10::DeviceIndex index);
 void reset_peak(c10::DeviceIndex index);
 int64_t pinned_bytes();
-// While alive, CPU allocations on this thread are device memory of `index` (a CPU kernel's outputs
-// become device tensors without a copy); device_data_ptr() then hands such memory over.
-struct CaptureAllocations {
-  explicit CaptureAllocations(c10::DeviceIndex index);
-  ~CaptureAllocations();
-  c10::DeviceIndex previous;
-};
-void install_cpu_allocator();
-bool owns_device_memory(const c10::DataPtr& p);  // allocated by allocate_on (device or captured)
+// A CPU kernel's output memory (from the CPU allocator) becomes device memory of `index` without a
+// copy: dp is re-owned (counted in the device's statistics, freed by the CPU allocator's deleter).
+// False when dp is not plain CPU-allocator memory (then the caller keeps its owner alive instead).
+bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index);
+void install_allocators();
 
 // views.cpp: the same memory seen from the other side
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);

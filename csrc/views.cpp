@@ -37,11 +37,14 @@ at::Tensor as_device(const at::Tensor& cpu, c10::DeviceIndex index) {
   auto* impl = st.unsafeGetStorageImpl();
   c10::DataPtr dp;
   const size_t nbytes = st.nbytes();
-  if (st.use_count() == 1 && owns_device_memory(impl->data_ptr())) {
-    // memory a CPU kernel allocated for this device (CaptureAllocations): take it over
+  bool adopted = false;
+  if (st.use_count() == 1) {
+    // memory a CPU kernel allocated for its output, held by nothing else: it becomes device memory
     dp = impl->set_data_ptr(c10::DataPtr());
-    dp.unsafe_set_device(c10::Device(kType, index));
-  } else {
+    adopted = adopt(dp, nbytes, index);
+    if (!adopted) impl->set_data_ptr_noswap(std::move(dp));
+  }
+  if (!adopted) {
     void* data = impl->mutable_data();
     dp = c10::DataPtr(data, new c10::Storage(st), &keep_release, c10::Device(kType, index));
   }
