@@ -350,6 +350,8 @@ def snapshot() -> dict[str, Any]:
     return {
         "cudashim": __version__,
         "platform": _platform_name(),
+        # the simulated Ascend NPU (issue 19): nothing in the report is NPU behaviour
+        "simulated": bool(getattr(sys.modules.get("cudashim.emulated.npu.device"), "started", lambda: False)()),
         "rank": rank,
         "world_size": world,
         "pid": os.getpid(),
@@ -374,7 +376,8 @@ def _flag(name: str) -> bool:
 def _table(data: Mapping[str, Any], path: str, limit: int = 20) -> str:
     apis = data["apis"]
     summary = ", ".join(f"{n} {t}" for t, n in data["summary"].items() if n)
-    lines = [f"cudashim report ({data['platform'] or '?'}): {len(apis)} CUDA APIs touched ({summary or 'none'}; "
+    where = (data["platform"] or "?") + (", SIMULATED NPU on the CPU" if data.get("simulated") else "")
+    lines = [f"cudashim report ({where}): {len(apis)} CUDA APIs touched ({summary or 'none'}; "
              f"{data['bound']} in place) -> {path}"]
     for a in sorted(apis, key=lambda a: -a["calls"])[:limit]:
         lines.append(f"  {a['api']:<40} {a['treatment']:<11} {a['calls']:>8}  {a['first_call_site'] or ''}")

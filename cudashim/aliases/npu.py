@@ -59,6 +59,14 @@ def installed() -> bool:
 
 
 def _import_torch_npu() -> ModuleType:
+    from .. import hardware
+
+    if hardware.simulated_root() is not None:
+        # CUDASHIM_SIMULATE=1: the simulated torch_npu (cudashim/emulated/npu/site.py), which is the
+        # wheel's transfer_to_npu and friends over the emulated device keyed to PrivateUse1
+        from ..emulated.npu import site
+
+        site.prepare()
     try:
         return importlib.import_module("torch_npu")
     except ImportError as exc:

@@ -1,4 +1,4 @@
-"""`cudashim run [--platform P] [--config FILE] [--report FILE] (script.py | - | -m module | -c code | EXECUTABLE) args...`
+"""`cudashim run [--platform P] [--simulate] [--config FILE] [--report FILE] (script.py | - | -m module | -c code | EXECUTABLE) args...`
 
 The launcher changes nothing in the program: it puts the bootstrap folder first on PYTHONPATH, sets
 CUDASHIM_STRICT=1 (and the variables its options stand for) and replaces itself with the program
@@ -6,6 +6,10 @@ through exec. sys.argv, __main__, exit codes, signals and stdin are therefore ex
 every child Python process (multiprocessing spawn, torchrun workers, subprocess) inherits the
 environment and is shimmed too. The bootstrap in the new process does the real work, before the
 first user line runs.
+
+`--simulate` (with --platform ascend, implied when no platform is given) sets CUDASHIM_SIMULATE=1: the
+program runs on the simulated Ascend NPU on the CPU (cudashim/emulated/npu, README "Testing an Ascend
+port without an NPU").
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ __all__ = ["BOOTSTRAP_DIR", "USAGE", "main", "python_path", "build_command"]
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_bootstrap")
 USAGE = (
-    "usage: python -m cudashim run [--platform ascend|nvidia|cpu] [--config FILE] [--report FILE]\n"
+    "usage: python -m cudashim run [--platform ascend|nvidia|cpu] [--simulate] [--config FILE] [--report FILE]\n"
     "                              (script.py | - | -m module | -c code | EXECUTABLE) [args...]"
 )
 
@@ -66,6 +70,10 @@ def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
             break
         if arg in ("-h", "--help"):
             raise _UsageError("")
+        if arg == "--simulate":  # the simulated Ascend NPU (issue 19): a flag, no value
+            opts["simulate"] = "1"
+            i += 1
+            continue
         name, eq, value = arg.partition("=")
         if name in ("--platform", "--config", "--report"):
             if not eq:
@@ -125,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         platform = opts.get("platform")
         if platform is not None and platform.strip().lower() not in PLATFORMS:
             raise _UsageError(f"--platform {platform!r} is not a platform; use one of {', '.join(PLATFORMS)}")
+        if opts.get("simulate"):
+            if platform is not None and platform.strip().lower() != "ascend":
+                raise _UsageError(f"--simulate simulates the Ascend NPU only; use --platform ascend, not {platform!r}")
+            platform = "ascend"
         config = opts.get("config")
         if config is not None and not os.path.isfile(config):
             raise _UsageError(f"--config {config!r}: no such file; give the path of a cudashim.toml or pyproject.toml")
@@ -147,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     env["CUDASHIM_SCRIPT_DIR"] = script_dir
     if platform is not None:
         env["CUDASHIM_PLATFORM"] = platform.strip().lower()
+    if opts.get("simulate"):
+        env["CUDASHIM_SIMULATE"] = "1"
     if config is not None:
         env["CUDASHIM_CONFIG"] = os.path.abspath(config)
     if opts.get("report") is not None:

@@ -15,12 +15,13 @@ from typing import Any, Callable
 __all__ = ["bind"]
 
 _EMPTY_STRIDED = '''
-def empty_strided_cuda(size, stride, dtype):
-    return torch.empty_strided(size, stride, dtype=dtype, device="cuda")
+def empty_strided_{0}(size, stride, dtype):
+    return torch.empty_strided(size, stride, dtype=dtype, device="{0}")
 '''
 
 
-def _wrapper_class() -> type:
+def _wrapper_class(device: str = "cuda") -> type:
+    """The wrapper code generator for `device` (also the simulated NPU's, emulated/npu/compile.py)."""
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 
     class EmulatedWrapperCodegen(PythonWrapperCodegen):
@@ -35,7 +36,7 @@ def _wrapper_class() -> type:
 
         def write_header(self) -> None:
             super().write_header()
-            self.header.splice(_EMPTY_STRIDED, strip=True)
+            self.header.splice(_EMPTY_STRIDED.format(device), strip=True)
 
         def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, triton: bool = True,
                                          **kwargs: Any) -> Any:

@@ -32,6 +32,8 @@ def distinct(fn: Any) -> Any:
 class DeviceModule:
     """The torch.cuda functions answered by one loaded core."""
 
+    device_type = "cuda"  # the simulated NPU's module (emulated/npu/module.py) answers for "npu"
+
     def __init__(self, torch: Any, core: Any, properties: Callable[[], Any],
                  mem_get_info: Callable[..., tuple[int, int]]) -> None:
         self.torch = torch
@@ -48,8 +50,8 @@ class DeviceModule:
         if isinstance(device, str):
             device = self.torch.device(device)
         if isinstance(device, self.torch.device):
-            if device.type != "cuda":
-                raise ValueError(f"Expected a cuda device, but got: {device}")
+            if device.type != self.device_type:
+                raise ValueError(f"Expected a {self.device_type} device, but got: {device}")
             return self.core.check_index(-1 if device.index is None else device.index)
         return self.core.check_index(int(device))
 

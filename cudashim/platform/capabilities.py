@@ -4,7 +4,9 @@ The table is data (TABLE below); `require()` turns it into early, loud failures,
 the README copy (`python -m cudashim.platform.capabilities --write` refreshes README.md; a test fails when it is stale).
 
 Verification levels (DESIGN.md section 6): L0 written against the documented API; L1 contract-tested against
-the real upstream code; L2 compiled for the target; L3 ran on the hardware (CPU rows: in CI).
+the real upstream code; L1s ran end to end on the simulated target (`cudashim run --platform ascend --simulate`:
+the torch-npu wheel's Python over simulated natives, NPU operators implemented on the CPU from their docs; no NPU);
+L2 compiled for the target; L3 ran on the hardware (CPU rows: in CI).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ assert sorted(PLATFORMS) == sorted(_PLATFORM_NAMES), "the capability table needs
 STATUSES = ("native", "emulated", "unsupported")
 RAISE_CONSTRUCTION, RAISE_CALL, WARN = "raise at construction", "raise at call", "warn and degrade"
 FAILURES = (RAISE_CONSTRUCTION, RAISE_CALL, WARN)
-LEVELS = ("L0", "L1", "L2", "L3")
+LEVELS = ("L0", "L1", "L1s", "L2", "L3")
 _MiB = 1024 * 1024
 
 
@@ -55,7 +57,7 @@ class Entry:
 
     status: str  # native | emulated | unsupported
     failure: str | None  # how it fails when asked for beyond what it can do (None: it cannot fail)
-    level: str  # L0..L3, see the module docstring
+    level: str  # one of LEVELS, see the module docstring
     note: str
     way_out: str = ""  # what the user does instead (required for unsupported and warn-mode cells)
     limit: int | None = None  # numeric bound where the capability is a number (None: no bound)
@@ -167,14 +169,15 @@ TABLE: tuple[Capability, ...] = (
          limit_kind="align"),
     _cap("collective_backend", "device collectives backend", "torch.distributed (nccl)",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
-         ascend=Entry(E, RAISE_CONSTRUCTION, "L1", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults"),
+         ascend=Entry(E, RAISE_CONSTRUCTION, "L1s", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults (nano-vllm "
+               "TP=2 ran on simulated HCCL groups, Gloo underneath; never on real HCCL)"),
          cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP)")),
     _cap("flash_attention", "flash attention", "flash_attn",
          nvidia=Entry(N, RAISE_CALL, "L3", "flash_attn when installed; a portable stand-in when it is not (cudashim.npu_ops "
                "on PyTorch's flash kernel and Triton paged kernels, checked on an H200)"),
-         ascend=Entry(E, RAISE_CALL, "L0", "cudashim.npu_ops.flash_attn on torch_npu fused attention; the flash-attn "
+         ascend=Entry(E, RAISE_CALL, "L1s", "cudashim.npu_ops.flash_attn on torch_npu fused attention; the flash-attn "
                "-> NPU mapping checked numerically against CPU implementations of the documented operators "
-               "(cudashim.emulated.npu.ops), not run on an NPU nor end to end on the simulated one"),
+               "(cudashim.emulated.npu.ops) and run end to end by nano-vllm on the simulated NPU; not run on an NPU"),
          cpu=Entry(E, RAISE_CALL, "L3", "cudashim.npu_ops.flash_attn's torch path stands in for flash_attn "
                "(tests/npu_ops checks it against a float64 oracle in CI)")),
     _cap("tilelang_kernels", "TileLang kernels", "tilelang kernel library",
@@ -194,7 +197,8 @@ TABLE: tuple[Capability, ...] = (
                f"{_PATCH}, or set TRITON_INTERPRET=1 to run it in Triton's (slow) interpreter")),
     _cap("cuda_device_semantics", "cuda:N tensors with CUDA's semantics", "device='cuda' tensors",
          nvidia=Entry(N, None, "L3", "the GPU itself (tests/emulated's checks pass on an H200 with the shim off)"),
-         ascend=Entry(N, None, "L0", "NPU tensors through transfer_to_npu (device type npu, not cuda)"),
+         ascend=Entry(N, None, "L1s", "NPU tensors through transfer_to_npu (device type npu, not cuda; is_cuda is "
+               "is_npu); ran with the wheel's transfer_to_npu on the simulated NPU (tests/simulated)"),
          cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "opt-in (CUDASHIM_CPU_BACKEND=device): the emulated device of csrc/, cuda:N "
                "tensors in host memory run by the CPU kernels (tests/emulated in CI); the default alias layer "
                "renames cuda to the CPU", "build the core with `python -m cudashim.emulated` (needs g++ and ninja)")),
@@ -306,6 +310,7 @@ def render_markdown() -> str:
     lines = [
         "Generated from `cudashim/platform/capabilities.py` (`python -m cudashim.platform.capabilities --write`). "
         "Levels: L0 written against the documented API, L1 contract-tested with real upstream code, "
+        "L1s ran end to end on the simulated Ascend NPU (no NPU: CPU implementations, in CI), "
         "L2 compiled for the target, L3 ran on the hardware (CPU: in CI). "
         "`cudashim.require(id)` raises `CapabilityError` for **unsupported** cells.",
         "",

@@ -300,6 +300,22 @@ class PlatformNPU(Platform):
         return bf16_tflops_for(device_name or _first_device_name("ascend"))
 
 
+class PlatformSimulatedNPU(PlatformNPU):
+    """ascend on the simulated NPU (CUDASHIM_SIMULATE=1, issue 19): PlatformNPU minus what needs CANN.
+
+    No simulated host has libascendcl (host-memory registration: the simulated NPU's memory is host
+    memory, so registering a buffer has nothing to do: ACL_SUCCESS) nor bisheng, the AscendC compiler
+    the `asc` kernel backend lowers to: the kernel library takes its `torch` backend, the one the cpu
+    platform runs and tests. Everything else is PlatformNPU's.
+    """
+
+    tilelang_ops_backend = "torch"
+
+    def __init__(self, *, bind_device: Callable[[], None] | None = None) -> None:
+        self._register = self._unregister = lambda *args: self._ACL_SUCCESS
+        self._bind_device = bind_device or (lambda: None)
+
+
 class PlatformCPU(Platform):
     enum = PlatformEnum.CPU
     name = "cpu"
@@ -368,7 +384,10 @@ def get_platform() -> Platform:
     """The Platform of this process, built once; `_state.reset()` forgets it."""
     plat = _cache.get("platform")
     if plat is None:
-        plat = _cache["platform"] = PLATFORM_CLASSES[platform_name()]()
+        cls = PLATFORM_CLASSES[platform_name()]
+        if cls is PlatformNPU and envs.get("CUDASHIM_SIMULATE"):  # issue 19: no CANN on the simulated host
+            cls = PlatformSimulatedNPU
+        plat = _cache["platform"] = cls()
     return plat
 
 

@@ -10,50 +10,17 @@ folder put first on sys.path of a fresh interpreter.
 from __future__ import annotations
 
 import ast
-import os
 import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
+from cudashim.emulated.npu.site import WHEEL_SPEC, fetch_wheel, wheel_cache
+
 __all__ = ["WHEEL_SPEC", "cache_dir", "fetch_wheel", "build_standin", "REAL_FILES"]
 
-WHEEL_SPEC = "torch-npu==2.13.0"
-_GLOB = "torch_npu-2.13.0-*.whl"
 STANDIN = Path(__file__).resolve().parent / "standin"
 REAL_FILES = ("torch_npu/contrib/transfer_to_npu.py", "torch_npu/contrib/apis_config.json")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("CUDASHIM_WHEEL_CACHE", Path.home() / ".cache" / "cudashim" / "wheels"))
-
-
-def fetch_wheel() -> tuple[Path | None, str]:
-    """(path of the cached wheel, "") or (None, why it could not be downloaded)."""
-    cache = cache_dir()
-    found = sorted(cache.glob(_GLOB)) if cache.is_dir() else []
-    if found:
-        return found[0], ""
-    cache.mkdir(parents=True, exist_ok=True)
-    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
-            WHEEL_SPEC, "-d", str(cache)]
-    # the file we need is the same in every build; the pinned form works from any host
-    pinned = base + ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11",
-                     "--implementation", "cp"]
-    errors = []
-    for cmd in (base, pinned):
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            errors.append(str(exc))
-            continue
-        found = sorted(cache.glob(_GLOB))
-        if found:
-            return found[0], ""
-        errors.append((proc.stderr or proc.stdout).strip().splitlines()[-1:] and
-                      (proc.stderr or proc.stdout).strip().splitlines()[-1] or f"exit {proc.returncode}")
-    return None, f"pip download {WHEEL_SPEC} failed: {'; '.join(errors)}"
+cache_dir = wheel_cache  # the simulated NPU's cache: one download serves both
 
 
 def _segments(source: str, names: set[str]) -> list[str]:

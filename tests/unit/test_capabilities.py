@@ -48,6 +48,8 @@ def test_cells_are_well_formed(cap_id, plat):
         assert cell.failure and cell.way_out, "a cell that fails or degrades must say how and what to do instead"
     if plat == "ascend":
         assert cell.level != "L3", "nothing here runs on an Ascend NPU (DESIGN.md section 6)"
+    else:
+        assert cell.level != "L1s", "L1s is the simulated Ascend NPU's level: an ascend cell only"
 
 
 @pytest.mark.parametrize("cap_id,plat", [c for c in CELLS if caps.entry(*c).status == "unsupported"])

@@ -1,0 +1,87 @@
+"""The simulated NPU's device: the emulated-device core (csrc/) built for PrivateUse1, named `npu`.
+
+What torch_npu's native start-up does on a real host, done over the core: PrivateUse1 renamed to
+`npu`, the Tensor/Module/Storage methods generated (`.npu()`, `.is_npu`), and the device count —
+CUDASHIM_NPU_DEVICES, else the simulated host's davinci nodes — narrowed by ASCEND_RT_VISIBLE_DEVICES
+as the CANN runtime narrows it (the listed physical ids, in their order, become npu:0..n-1).
+start() runs after `import torch`, from the simulated torch_npu's __init__ (simsite/), never earlier.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ...errors import CudashimError
+
+__all__ = ["start", "started", "core", "visible_count", "physical_ids", "DEVICE_TYPE"]
+
+DEVICE_TYPE = "npu"
+_state: dict[str, Any] = {}
+
+
+def _host_count() -> int:
+    raw = os.environ.get("CUDASHIM_NPU_DEVICES", "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise CudashimError(f"CUDASHIM_NPU_DEVICES={raw!r} is not a device count; give a whole number >= 0, "
+                                "e.g. CUDASHIM_NPU_DEVICES=2")
+        return n
+    from ... import hardware
+
+    return hardware.device_count("ascend", hardware.SIMULATED_ASCEND_ROOT)
+
+
+def physical_ids(environ: "dict[str, str] | os._Environ[str] | None" = None) -> list[int]:
+    """The physical NPUs this process sees, in npu:N order (ASCEND_RT_VISIBLE_DEVICES applied)."""
+    env = os.environ if environ is None else environ
+    total = _host_count()
+    raw = env.get("ASCEND_RT_VISIBLE_DEVICES")
+    if raw is None or raw.strip() == "":
+        return list(range(total))
+    ids: list[int] = []
+    for part in raw.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) >= total:
+            raise CudashimError(f"ASCEND_RT_VISIBLE_DEVICES={raw!r}: {part!r} is not one of the simulated host's "
+                                f"NPUs 0..{total - 1}; list ids below {total} or raise CUDASHIM_NPU_DEVICES")
+        if int(part) in ids:
+            raise CudashimError(f"ASCEND_RT_VISIBLE_DEVICES={raw!r} lists NPU {part} twice; list each id once")
+        ids.append(int(part))
+    return ids
+
+
+def visible_count() -> int:
+    return len(physical_ids())
+
+
+def start(torch: Any) -> Any:
+    """Load the core keyed to PrivateUse1, name it npu, set the device count; returns the core."""
+    if "core" in _state:
+        return _state["core"]
+    from .._build import load
+
+    if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
+        torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
+    mod = load("PrivateUse1")
+    n = visible_count()
+    mod.set_device_count(n)
+    _state["core"] = mod
+    # the shim's first (and only unasked) log line: nobody may take this run for an NPU run
+    sys.stderr.write(f"cudashim: platform ascend SIMULATED on the CPU (CUDASHIM_SIMULATE=1): {n} simulated "
+                     "npu devices, no NPU is used\n")
+    return mod
+
+
+def started() -> bool:
+    return "core" in _state
+
+
+def core() -> Any:
+    """The loaded core (start() first)."""
+    return _state["core"]

@@ -1,0 +1,78 @@
+"""HCCL on the simulated NPU: process groups of backend "hccl" are Gloo groups that take npu tensors.
+
+torch_npu registers the "hccl" backend for device type npu; here its creator makes a Gloo group
+(for npu and cpu tensors). Gloo refuses PrivateUse1 tensors, so each collective hands it CPU
+tensors over the same memory (the core's cpu_view, no copy: results land in the caller's npu
+tensors). all_gather_into_tensor and reduce_scatter_tensor, which Gloo lacks, are built from
+all_gather and all_reduce. transfer_to_npu (the wheel's) turns "nccl" into "hccl" before this.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+__all__ = ["register", "ProcessGroupHCCL"]
+
+_COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce", "send", "recv", "isend", "irecv",
+                "all_to_all_single", "all_to_all", "gather", "scatter", "reduce_scatter")
+
+
+class ProcessGroupHCCL:
+    """torch_npu._C._distributed_c10d.ProcessGroupHCCL's name; the groups themselves are Gloo's."""
+
+    class Options:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.hccl_config: dict[str, Any] = {}
+
+
+def register(torch: Any, core: Any) -> None:
+    import torch.distributed as dist
+
+    if not dist.is_available() or "hccl" in dist.Backend.backend_list:
+        return
+
+    def create(store: Any, rank: int, size: int, timeout: Any) -> Any:
+        return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+    dist.Backend.register_backend("hccl", create, devices=["npu", "cpu"])
+    dist.is_hccl_available = lambda: True
+    Tensor = torch.Tensor
+
+    def host(x: Any) -> Any:
+        if isinstance(x, Tensor):
+            return core.cpu_view(x) if x.device.type == "npu" else x
+        if isinstance(x, (list, tuple)):
+            return type(x)(host(v) for v in x)
+        return x
+
+    def hosted(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return fn(*(host(a) for a in args), **{k: host(v) for k, v in kwargs.items()})
+        return call
+
+    c10d = dist.distributed_c10d
+    for name in _COLLECTIVES:
+        wrapped = hosted(getattr(c10d, name))
+        for ns in (c10d, dist):
+            setattr(ns, name, wrapped)
+    all_gather, all_reduce = dist.all_gather, dist.all_reduce
+
+    def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None, async_op: bool = False) -> Any:
+        world = dist.get_world_size(group)
+        out, inp = host(output_tensor), host(input_tensor)
+        parts = [p.view(inp.shape) for p in out.reshape(world, -1).unbind(0)]  # views: written in place
+        return all_gather(parts, inp, group=group, async_op=async_op)
+
+    def reduce_scatter_tensor(output: Any, input: Any, op: Any = dist.ReduceOp.SUM, group: Any = None,
+                              async_op: bool = False) -> Any:
+        world, rank = dist.get_world_size(group), dist.get_rank(group)
+        total = host(input).clone()
+        work = all_reduce(total, op=op, group=group)
+        host(output).copy_(total.reshape(world, -1)[rank].view(output.shape))
+        return work if async_op else None
+
+    for ns in (c10d, dist):
+        ns.all_gather_into_tensor = all_gather_into_tensor
+        ns.reduce_scatter_tensor = reduce_scatter_tensor

@@ -1,0 +1,95 @@
+"""The simulated NPU's device identity (issue 19): npu:N tensors of the PrivateUse1 core, the wheel's
+transfer_to_npu over it, visibility as the CANN runtime applies it, copies that copy."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+from _sim import need_wheel, run_sim
+
+IDENTITY = r"""
+import json, sys, torch
+x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+y = x.cuda()                      # transfer_to_npu: Tensor.cuda is Tensor.npu
+z = torch.ones(2, device="cuda:1")  # and device="cuda:N" means npu:N
+y.add_(1)                          # the copy is not the CPU tensor
+back = y.cpu()
+back.mul_(10)                      # nor is the copy back the device tensor
+import torch_npu
+print(json.dumps({
+    "y": str(y.device), "z": str(z.device), "is_cuda": y.is_cuda, "is_npu": y.is_npu,
+    "x_untouched": x.tolist(), "y": y.cpu().tolist(), "back": back.tolist(),
+    "count": torch.cuda.device_count(), "npu_count": torch.npu.device_count(),
+    "name": torch.cuda.get_device_name(0), "mm": (y @ y.T).cpu().tolist(),
+    "tnpu": torch_npu.__file__, "t2n": sys.modules["torch_npu.contrib.transfer_to_npu"].__file__,
+    "fa": torch_npu.npu_fusion_attention.__module__,
+}))
+"""
+
+
+def _last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_npu_tensors_copies_and_transfer_to_npu():
+    wheel = need_wheel()
+    r = run_sim(["-c", IDENTITY], {"CUDASHIM_NPU_DEVICES": "2"})
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = _last_json(r.stdout)
+    assert got["y"] == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    assert got["x_untouched"] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert got["back"] == [[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]]
+    assert got["mm"] == [[14.0, 32.0], [32.0, 77.0]]
+    assert got["z"] == "npu:1" and got["is_cuda"] is True and got["is_npu"] is True
+    assert got["count"] == got["npu_count"] == 2
+    assert "simulated" in got["name"]
+    assert got["fa"] == "cudashim.emulated.npu._fusion_attention"  # functools.wraps of ops.py's
+    # transfer_to_npu is the wheel's file, byte for byte
+    with zipfile.ZipFile(wheel) as zf:
+        real = zf.read("torch_npu/contrib/transfer_to_npu.py")
+    assert open(got["t2n"], "rb").read() == real
+    assert "SIMULATED" in r.stderr.splitlines()[0]
+
+
+def test_ascend_rt_visible_devices_narrows_the_simulated_host():
+    need_wheel()
+    code = "import torch; print(torch.cuda.device_count(), torch.npu.device_count())"
+    r = run_sim(["-c", code], {"ASCEND_RT_VISIBLE_DEVICES": "2,5,7"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split()[-2:] == ["3", "3"]
+    r = run_sim(["-c", code])  # the simulated host: eight 910B
+    assert r.stdout.split()[-2:] == ["8", "8"]
+
+
+def test_bad_visible_devices_names_the_variable():
+    need_wheel()
+    r = run_sim(["-c", "import torch"], {"ASCEND_RT_VISIBLE_DEVICES": "0,9"})
+    assert r.returncode != 0
+    assert "ASCEND_RT_VISIBLE_DEVICES" in r.stderr and "'9'" in r.stderr
+
+
+def test_missing_wheel_names_the_fix(tmp_path):
+    r = run_sim(["-c", "import torch"], {"CUDASHIM_WHEEL_CACHE": str(tmp_path)})
+    assert r.returncode != 0
+    assert "scripts/install" in r.stderr and "torch-npu==2.13.0" in r.stderr
+
+
+def test_simulate_is_ascend_only():
+    r = run_sim(["--platform", "cpu", "-c", "pass"])
+    assert r.returncode == 2 and "--simulate simulates the Ascend NPU only" in r.stderr
+
+
+def test_usage_lists_simulate():
+    r = run_sim(["--help"])
+    assert "[--simulate]" in r.stdout
+
+
+def test_migration_report_says_simulated(tmp_path):
+    need_wheel()
+    report = tmp_path / "report.json"
+    r = run_sim(["--report", str(report), "-c", "import torch; torch.cuda.synchronize(); torch.zeros(2, device='cuda')"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(report.read_text())
+    assert data["platform"] == "ascend" and data["simulated"] is True
+    assert "SIMULATED NPU on the CPU" in r.stderr
