@@ -292,7 +292,10 @@ bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocki
   if (self_dev != src_dev) {
     const at::Tensor& host = self_dev ? src : self;
     if (!non_blocking) capture_refuse("a blocking copy between host and device (it synchronizes)");
-    if (!is_pinned_ptr(host.storage().data())) capture_refuse("a copy between the device and pageable host memory");
+    // PyTorch's own check on CUDA (raised before the stream is touched: the capture goes on)
+    TORCH_CHECK(is_pinned_ptr(host.storage().data()), "Cannot copy between CPU and CUDA tensors during CUDA graph "
+                "capture unless the CPU tensor is pinned. Please use tensor.pin_memory() or allocate the tensor with "
+                "pin_memory=True.");
   }
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
   Graph* g = g_graph.load();

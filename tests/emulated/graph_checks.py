@@ -70,6 +70,8 @@ def capture_runs_no_in_place_work() -> None:
 @check
 def outputs_keep_their_address_across_replays() -> None:
     x = torch.randn(16, 16, device="cuda")
+    torch.relu(x @ x.t()).sum(dim=1)  # warm-up before capture, as CUDA needs (cuBLAS sets up on first use)
+    torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         y = torch.relu(x @ x.t()).sum(dim=1)
@@ -223,7 +225,8 @@ def pageable_host_copy_in_capture_raises() -> None:
     dev = torch.zeros(4, device="cuda")
     host = torch.ones(4)  # pageable
     msg = _capture_fails(lambda: dev.copy_(host, non_blocking=True))
-    assert _CAPTURE_ERROR in msg, msg
+    # PyTorch's text on CUDA (seen with torch 2.11 on an H200)
+    assert "Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor is pinned" in msg, msg
 
 
 @check
