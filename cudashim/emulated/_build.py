@@ -98,6 +98,7 @@ def _compile(name: str, where: Path, dispatch_key: str, verbose: bool) -> Module
     except OSError as e:
         raise EmulatedBuildError(f"cannot create the emulated device's build folder {where}: {e}; set "
                                  "CUDASHIM_BUILD_DIR to a writable folder and run `python -m cudashim.emulated`") from e
+    _drop_stale_lock(where / "lock")
     flags = ["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"]
     if dispatch_key != "CUDA":
         flags.append(f"-DCUDASHIM_KEY={dispatch_key}")
@@ -110,6 +111,21 @@ def _compile(name: str, where: Path, dispatch_key: str, verbose: bool) -> Module
             f"building the emulated device's native core failed: {_errors(str(e))}. It needs a C++17 compiler (g++) and "
             "ninja; install them and run `python -m cudashim.emulated`, or choose another platform "
             "(CUDASHIM_PLATFORM)") from e
+
+
+# A build takes minutes; torch's build lock (a file, no owner recorded) left by a killed build would make
+# every later load wait forever. A lock older than this is taken as left behind.
+_STALE_LOCK_S = 30 * 60
+
+
+def _drop_stale_lock(lock: Path) -> None:
+    import time
+
+    try:
+        if time.time() - lock.stat().st_mtime > _STALE_LOCK_S:
+            lock.unlink()
+    except FileNotFoundError:
+        pass
 
 
 def _errors(log: str) -> str:

@@ -47,3 +47,28 @@ def test_different_sources_never_share_a_build_folder(tmp_path: Path, monkeypatc
         monkeypatch.setattr(_build, "_loaded", {})
         _build.load("CUDA")
     assert len(folders) == 2 and folders[0] != folders[1]
+
+
+def test_a_lock_left_by_a_killed_build_does_not_hang_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's build lock has no owner: one left by a killed build made every later load wait forever.
+    A lock older than any build is dropped; a fresh one (a build under way) is left alone."""
+    pytest.importorskip("torch")
+    import os
+    import time
+
+    from torch.utils import cpp_extension
+
+    from cudashim.emulated import _build
+
+    seen: list[bool] = []
+    monkeypatch.setattr(cpp_extension, "load", lambda **kw: seen.append((Path(kw["build_directory"]) / "lock").exists()))
+    where = tmp_path / "build"
+    where.mkdir()
+    lock = where / "lock"
+    lock.write_text("")
+    old = time.time() - _build._STALE_LOCK_S - 60
+    os.utime(lock, (old, old))
+    _build._compile("cudashim_cuda", where, "CUDA", False)
+    lock.write_text("")  # fresh: another process is building now
+    _build._compile("cudashim_cuda", where, "CUDA", False)
+    assert seen == [False, True]
