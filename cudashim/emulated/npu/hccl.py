@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from ..distributed import flat_collectives
+
 __all__ = ["register", "ProcessGroupHCCL"]
 
 _COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce", "send", "recv", "isend", "irecv",
@@ -57,22 +59,8 @@ def register(torch: Any, core: Any) -> None:
         wrapped = hosted(getattr(c10d, name))
         for ns in (c10d, dist):
             setattr(ns, name, wrapped)
-    all_gather, all_reduce = dist.all_gather, dist.all_reduce
-
-    def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None, async_op: bool = False) -> Any:
-        world = dist.get_world_size(group)
-        out, inp = host(output_tensor), host(input_tensor)
-        parts = [p.view(inp.shape) for p in out.reshape(world, -1).unbind(0)]  # views: written in place
-        return all_gather(parts, inp, group=group, async_op=async_op)
-
-    def reduce_scatter_tensor(output: Any, input: Any, op: Any = dist.ReduceOp.SUM, group: Any = None,
-                              async_op: bool = False) -> Any:
-        world, rank = dist.get_world_size(group), dist.get_rank(group)
-        total = host(input).clone()
-        work = all_reduce(total, op=op, group=group)
-        host(output).copy_(total.reshape(world, -1)[rank].view(output.shape))
-        return work if async_op else None
-
+    # Gloo lacks both; built as on the emulated cuda device, over the wrapped (hosting) collectives
+    all_gather_into_tensor, reduce_scatter_tensor = flat_collectives(dist, host)
     for ns in (c10d, dist):
         ns.all_gather_into_tensor = all_gather_into_tensor
         ns.reduce_scatter_tensor = reduce_scatter_tensor
