@@ -4,11 +4,9 @@ so CUDA is the oracle for every observable result asserted here."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from emulated_run import HERE, REAL_CUDA, run_python
+from emulated_run import HERE, REAL_CUDA, run_checks, run_python
 
 CHECK_NAMES = [
     "static_input_updated_in_place_between_replays", "capture_runs_no_in_place_work",
@@ -25,9 +23,7 @@ CHECK_NAMES = [
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    proc = run_python([str(HERE / "_runner.py"), "graph_checks"])
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    return run_checks("graph_checks")
 
 
 def test_every_check_is_listed(results: dict) -> None:

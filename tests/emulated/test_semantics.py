@@ -5,11 +5,9 @@ device must keep; on an NVIDIA machine the same checks run on real CUDA (see tes
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from emulated_run import HERE, run_python
+from emulated_run import run_checks
 
 CHECK_NAMES = [
     "device_to_host_copy_copies", "host_to_device_copy_copies", "pinned_staging_buffer_reuse",
@@ -23,9 +21,7 @@ CHECK_NAMES = [
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    proc = run_python([str(HERE / "_runner.py")])
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    return run_checks("checks")
 
 
 def test_every_check_is_listed(results: dict) -> None:
