@@ -69,6 +69,7 @@ def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Ca
         from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 
         register_backend_for_device("cuda", CppScheduling, _wrapper_class(), CppWrapperCpu)
+        use_cpp_backend()
 
     def device_interface(mod: Any) -> None:
         cls = getattr(mod, "CudaInterface", None)
@@ -80,9 +81,44 @@ def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Ca
     when_imported("torch._dynamo.device_interface", device_interface)
 
 
+def use_cpp_backend(device: str = "cuda") -> None:
+    """Tell Inductor the emulated devices' kernels are C++: get_current_backend() answers
+    config.cuda_backend for every device type but cpu/mps/xpu (cuda and npu alike), and with "triton"
+    its dtype propagation computes bf16/fp16 in float32 (upcast_compute_type) as Triton's loads do,
+    so the C++ kernels stored float vectors into bf16 buffers: twice the bytes, a corrupted heap."""
+    from torch._inductor import config, scheduler
+
+    if config.cuda_backend != "cpp":
+        _saved_backend.append(config.cuda_backend)
+        config.cuda_backend = "cpp"
+    _HOST_TYPES.add(device)
+    if scheduler.BaseSchedulerNode.is_cpu is not _is_cpu:
+        # the scheduler's CPU-only decisions (no loop reindexing across a reduction, CPU fusion rules)
+        # hold for host-memory devices: their nodes are compiled by the same C++ code generator
+        _saved_is_cpu.append(scheduler.BaseSchedulerNode.is_cpu)
+        scheduler.BaseSchedulerNode.is_cpu = _is_cpu
+
+
+_HOST_TYPES = {"cpu"}
+_saved_is_cpu: list[Any] = []
+
+
+def _is_cpu(self: Any) -> bool:
+    device = self.get_device()
+    return device is not None and device.type in _HOST_TYPES
+
+
+_saved_backend: list[str] = []
+
+
 def restore_gpu_types() -> None:
     import sys
 
+    if _saved_backend:
+        sys.modules["torch._inductor.config"].cuda_backend = _saved_backend.pop()
+    if _saved_is_cpu:
+        sys.modules["torch._inductor.scheduler"].BaseSchedulerNode.is_cpu = _saved_is_cpu.pop()
+    _HOST_TYPES.discard("cuda")
     mod = sys.modules.get("torch._inductor.utils")
     saved = getattr(mod, "_cudashim_gpu_types", None)
     if mod is not None and saved is not None and "cuda" not in mod.GPU_TYPES:

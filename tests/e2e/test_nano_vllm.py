@@ -96,9 +96,9 @@ def test_cuda_graphs_on_the_alias_backend_stop_loudly(checkpoint, tmp_path):
 def test_cuda_graphs_on_the_emulated_device_match_eager_and_transformers(checkpoint, reference, tmp_path, tp):
     """enforce_eager=False on the emulated device (issue 18): nano-vllm captures one graph per batch size
     at start-up and replays one per decode step; the tokens are the eager run's and transformers'."""
-    # TORCHDYNAMO_DISABLE: nano-vllm's @torch.compile functions run eagerly. torch.compile on the emulated
-    # device's tensors aborts this program with heap corruption (free(): invalid size) with or without
-    # graphs, on branch device as it stands (issue 17's); drop this once that is fixed
+    # TORCHDYNAMO_DISABLE: nano-vllm's @torch.compile functions run eagerly in both modes: the kernels
+    # Inductor compiles are called from Python, past the dispatcher where capture records, so a graph
+    # captured over them would replay without them (issue 18's open item)
     env = {"CUDASHIM_CPU_BACKEND": "device", "CUDASHIM_CPU_DEVICES": str(tp), "TORCHDYNAMO_DISABLE": "1"}
     got = {}
     for mode in ("eager", "graphs"):
@@ -115,10 +115,8 @@ def test_cuda_graphs_on_the_emulated_device_match_eager_and_transformers(checkpo
 # `cudashim run --platform ascend --simulate`: the ascend code path end to end — the wheel's
 # transfer_to_npu, the ascend gap fillers and patch map, flash_attn → npu_fusion_attention /
 # npu_fused_infer_attention_score (the simulator's CPU implementations), HCCL over Gloo, npu:N tensors.
-# TORCH_COMPILE_DISABLE=1: nano-vllm's compiled RMSNorm followed by a linear corrupts the heap on the
-# emulated-device core, cuda and npu keys alike (a core bug reported to the device branch); until it
-# is fixed the simulated run is eager in both senses.
-_SIM_ENV = {"TORCH_COMPILE_DISABLE": "1"}
+# nano-vllm's @torch.compile functions (RMSNorm, rotary, sampler) compile to C++ kernels on npu tensors.
+_SIM_ENV: dict[str, str] = {}
 
 
 def _sim_run(checkpoint: Path, out: Path, *extra: str, env_extra: dict[str, str] | None = None):

@@ -179,6 +179,43 @@ def compile_under_autocast() -> None:
 
 
 @check
+def compile_low_precision_norm() -> None:
+    # nano-vllm's RMSNorm (bf16 default dtype, compiled methods), then a linear: Inductor's kernels
+    # must store bf16 as bf16 (the emulated device once stored float vectors into bf16 buffers)
+    torch._dynamo.reset()
+
+    class RMSNorm(torch.nn.Module):
+        def __init__(self, hidden: int) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.rand(hidden) + 0.5)
+
+        def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            orig_dtype = x.dtype
+            x = x.float().add_(residual.float())
+            residual = x.to(orig_dtype)
+            x.mul_(torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6))
+            return x.to(orig_dtype).mul_(self.weight), residual
+
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        torch.manual_seed(0)
+        norm, lin = RMSNorm(64).cuda(), torch.nn.Linear(64, 96, bias=False).cuda()
+        compiled = torch.compile(norm.forward)
+        x, r = torch.randn(7, 64).cuda(), torch.randn(7, 64).cuda()
+        with torch.inference_mode():
+            for _ in range(3):
+                got, got_res = compiled(x, r)
+                want, want_res = norm(x, r)
+                assert got.dtype == got_res.dtype == torch.bfloat16 and got.is_cuda
+                assert torch.equal(got_res, want_res)
+                torch.testing.assert_close(got, want, atol=0.02, rtol=0.02)
+                torch.testing.assert_close(lin(got), lin(want), atol=0.25, rtol=0.05)
+    finally:
+        torch.set_default_dtype(saved)
+
+
+@check
 def autocast_follows_cuda_rules() -> None:
     a = torch.randn(8, 8, device="cuda")
     with torch.autocast("cuda"):  # CUDA's default autocast dtype is float16

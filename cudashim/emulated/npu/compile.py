@@ -19,13 +19,14 @@ def register(torch: Any) -> None:
     from torch._inductor.codegen.cpp import CppScheduling
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 
-    from ..compile import _wrapper_class
+    from ..compile import _wrapper_class, use_cpp_backend
 
     from torch._inductor.codegen.common import register_device_op_overrides
     from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 
     register_backend_for_device("npu", CppScheduling, _wrapper_class("npu"), CppWrapperCpu)
     register_device_op_overrides("npu", CpuDeviceOpOverrides())
+    use_cpp_backend("npu")
     from torch._dynamo.device_interface import register_interface_for_device
 
     register_interface_for_device("npu", _interface(torch))
