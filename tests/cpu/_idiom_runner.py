@@ -32,13 +32,20 @@ def _run(fn: Any) -> tuple[bool, Any]:
         return False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
 
 
+def _kind(t: Any) -> str:
+    """A CUDA-written result on the accelerator (cuda, or the simulated npu) stands for its CPU twin's
+    result on the host; any other device type must match."""
+    return "host" if t.device.type in ("cpu", "cuda", "npu") else t.device.type
+
+
 def _same(a: Any, b: Any, tol: float | None, path: str = "") -> str | None:
     """None when a and b agree; else where and how they differ."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             return f"{path}: {type(a).__name__} vs {type(b).__name__}"
-        if a.device.type != b.device.type or a.dtype != b.dtype or a.shape != b.shape:
+        if _kind(a) != _kind(b) or a.dtype != b.dtype or a.shape != b.shape:
             return f"{path}: {a.device}/{a.dtype}/{tuple(a.shape)} vs {b.device}/{b.dtype}/{tuple(b.shape)}"
+        a, b = a.detach().cpu(), b.detach().cpu()  # the CUDA-written result may live on the (emulated) device
         ok = torch.equal(a, b) if tol is None else torch.allclose(a.double(), b.double(), atol=tol, rtol=tol)
         return None if ok else f"{path}: values differ (max {(a.double() - b.double()).abs().max().item():.3g})"
     if isinstance(a, dict) and isinstance(b, dict):
