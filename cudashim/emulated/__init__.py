@@ -43,7 +43,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     """
     import torch
 
-    from . import accelerator, compile, distributed, graphs, streams
+    from . import accelerator, compile, cpu_build, distributed, graphs, streams
     from .cuda import DeviceModule
 
     mod = load("CUDA")
@@ -70,6 +70,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     for name, value in accelerator.table(torch, dm).items():
         if hasattr(torch.accelerator, name):
             bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
+    cpu_build.bind(bindings, torch, dm.index)  # storages, legacy types, DataParallel's comm
     compile.bind(bindings, installed, when_imported)
     distributed.bind(bindings, torch, mod)
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
