@@ -5,7 +5,7 @@ code is the same but for the device, one function takes the device string and is
 "cuda" (under the shim) and "cpu" (plain torch). torch.cuda-only APIs have a CPU-written
 counterpart that computes the expected answer independently (e.g. reading /proc itself).
 The runner (_idiom_runner.py) runs every CPU version on plain torch, then every CUDA version under
-the cpu alias layer, with the same seed, and compares the results exactly (or within `tol`).
+the cpu platform's emulated device, with the same seed, and compares the results exactly (or within `tol`).
 """
 
 from __future__ import annotations
