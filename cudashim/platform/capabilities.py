@@ -166,7 +166,9 @@ TABLE: tuple[Capability, ...] = (
          nvidia=Entry(N, RAISE_CALL, "L0", "cudaIpcGetMemHandle: no extra requirement"),
          ascend=Entry(N, RAISE_CALL, "L0", "aclrtIpcMemGetExportKey needs a 2 MiB-aligned address (else 507899); "
                "import needs ENABLE_PEER_ACCESS", "allocate exported buffers 2 MiB-aligned", limit=2 * _MiB),
-         cpu=Entry(E, None, "L0", "tensors shared through torch.multiprocessing shared memory; no alignment"),
+         cpu=Entry(U, RAISE_CALL, "L3", "cuda tensors of the emulated device do not cross processes: "
+                   "torch.multiprocessing's CUDA IPC path raises 'CUDA is not available'",
+                   "send host copies (.cpu()) through torch.multiprocessing, or use torch.distributed collectives"),
          limit_kind="align"),
     _cap("collective_backend", "device collectives backend", "torch.distributed (nccl)",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
