@@ -86,9 +86,8 @@ def main() -> int:
         if model is None:
             model = str(Path(tmp) / "ckpt")
             subprocess.run([sys.executable, str(EXAMPLE / "build_checkpoint.py"), model], check=True, capture_output=True)
-        # TORCHDYNAMO_DISABLE: nano-vllm's @torch.compile functions run eagerly in both paths; torch.compile on
-        # the emulated device aborts nano-vllm with heap corruption today (issue 17's, see tests/e2e)
-        env = dict(os.environ, CUDASHIM_CPU_BACKEND="device", TOKENIZERS_PARALLELISM="false", TORCHDYNAMO_DISABLE="1",
+        # nano-vllm's @torch.compile functions run compiled in both paths (their C++ kernels are captured too)
+        env = dict(os.environ, CUDASHIM_CPU_BACKEND="device", TOKENIZERS_PARALLELISM="false",
                    PYTHONPATH=os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")])))  # adapters.py
         cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--config", str(EXAMPLE / "cudashim.toml"),
                __file__, "--worker", "--model", model, "--batch", ",".join(map(str, args.batch)),

@@ -12,38 +12,68 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from . import graph_kernels
+
 __all__ = ["bind"]
 
 _EMPTY_STRIDED = '''
 def empty_strided_{0}(size, stride, dtype):
     return torch.empty_strided(size, stride, dtype=dtype, device="{0}")
 '''
+# the cuda device's C++ kernel calls ask this first: inside a CUDA graph capture they go through a
+# recordable operator (graph_kernels.py)
+_CAPTURE = '''
+from cudashim.emulated import graph_kernels as _cudashim_graph_kernels
+_cudashim_capturing = _cudashim_graph_kernels.capture_check()
+_cudashim_graph_kernel = _cudashim_graph_kernels.launch
+'''
 
 
 def _wrapper_class(device: str = "cuda") -> type:
-    """The wrapper code generator for `device` (also the simulated NPU's, emulated/npu/compile.py)."""
+    """The wrapper code generator for `device` (also the simulated NPU's, emulated/npu/compile.py).
+    On cuda, C++ kernel calls are recorded by a CUDA graph capture (graph_kernels.py); the simulated
+    NPU has no graph capture."""
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+    from torch._inductor.virtualized import V
 
-    class EmulatedWrapperCodegen(PythonWrapperCodegen):
+    recordable = device == "cuda"
+
+    class KernelCalls:
+        def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, triton: bool = True,
+                                         **kwargs: Any) -> Any:
+            if triton:
+                return super()._generate_kernel_call_helper(kernel_name, call_args, triton=triton,  # type: ignore[misc]
+                                                            **kwargs)
+            # a C++ kernel: called like the CPU's, with no stream argument
+            call = self.wrap_kernel_call(kernel_name, call_args)  # type: ignore[attr-defined]
+            on = kwargs.get("device") or V.graph.get_current_device_or_throw()
+            if recordable and on.type == device:  # CPU work is not captured (it runs at once, as on CUDA)
+                kind = graph_kernels.kinds(kwargs.get("arg_types"), len(call_args))
+                self.writeline(f"if _cudashim_capturing(): _cudashim_graph_kernel({kernel_name}, {kind!r}, "  # type: ignore[attr-defined]
+                               f"{', '.join(map(str, call_args))})")
+                self.writeline(f"else: {call}")  # type: ignore[attr-defined]
+            else:
+                self.writeline(call)  # type: ignore[attr-defined]
+            return None
+
+    class EmulatedSubgraphWrapperCodegen(KernelCalls, SubgraphPythonWrapperCodegen):
+        """A subgraph's wrapper (control flow operators): the same kernel calls."""
+
+    class EmulatedWrapperCodegen(KernelCalls, PythonWrapperCodegen):
         """The CPU's Python wrapper for device buffers: allocations on the device, no streams."""
 
         @staticmethod
         def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any,
                    partition_signatures: Any = None) -> Any:
             if is_subgraph:
-                return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+                return EmulatedSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
             return EmulatedWrapperCodegen()
 
         def write_header(self) -> None:
             super().write_header()
             self.header.splice(_EMPTY_STRIDED.format(device), strip=True)
-
-        def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, triton: bool = True,
-                                         **kwargs: Any) -> Any:
-            if not triton:  # a C++ kernel: called like the CPU's, with no stream argument
-                self.writeline(self.wrap_kernel_call(kernel_name, call_args))
-                return None
-            return super()._generate_kernel_call_helper(kernel_name, call_args, triton=triton, **kwargs)
+            if recordable:
+                self.header.splice(_CAPTURE, strip=True)
 
     return EmulatedWrapperCodegen
 
@@ -68,7 +98,9 @@ def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Ca
         from torch._inductor.codegen.cpp import CppScheduling
         from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 
-        register_backend_for_device("cuda", CppScheduling, _wrapper_class(), CppWrapperCpu)
+        # the no-op pass keys Inductor's cache on this wrapper's code (graph_kernels.cache_key_pass)
+        register_backend_for_device("cuda", CppScheduling, _wrapper_class(), CppWrapperCpu,
+                                    device_custom_pass=graph_kernels.cache_key_pass())
         use_cpp_backend()
 
     def device_interface(mod: Any) -> None:

@@ -14,6 +14,8 @@ Choices (issue 18), where CUDA leaves a choice or the host differs:
     freed inside a private pool stay reserved only. Graphs sharing a pool never reuse each other's
     memory (more memory than CUDA; never a wrong result).
   * the device's default generators are graph-safe: each replay draws new numbers.
+  * torch.compile's C++ kernels are called from Python, past the dispatcher: under capture they go
+    through a recordable operator (graph_kernels.py), so replay re-runs them too.
 """
 
 from __future__ import annotations

@@ -113,6 +113,48 @@ def softmax_follows_updated_inputs() -> None:
 
 
 @check
+def compiled_function_replays_with_updated_inputs() -> None:
+    # torch.compile(mode="default") under capture: its kernels (Triton on CUDA, C++ on the emulated
+    # device) are recorded, and replay re-runs them on the static inputs as they are then
+    @torch.compile(dynamic=False)
+    def add_norm(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        h = x + residual
+        residual.copy_(h)  # a mutated input: the compiled kernel writes the caller's tensor
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    @torch.compile(dynamic=False)
+    def rows(pos: torch.Tensor) -> torch.Tensor:
+        return (pos // 4).clamp(0, 7)
+
+    def eager(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        h = x + r
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x, w, r0 = (torch.randn(4, 32, device="cuda", generator=gen) for _ in range(3))
+    residual = r0.clone()
+    table = torch.arange(8, dtype=torch.float32, device="cuda") * 10
+    pos = torch.tensor([0, 5, 13, 31], device="cuda")
+    add_norm(x, w, r0.clone())  # compiled before the capture (compiling inside one is not allowed)
+    rows(pos)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = add_norm(x, w, residual)
+        picked = table.index_select(0, rows(pos))  # the index is a compiled kernel's output
+    assert torch.equal(residual, r0), "the capture ran the compiled kernel on the caller's tensor"
+    for step in range(3):
+        x.copy_(torch.randn(4, 32, device="cuda", generator=gen))
+        residual.copy_(r0)
+        pos.copy_(torch.tensor([step, 4 * step + 9, 2, 40], device="cuda"))
+        g.replay()
+        torch.testing.assert_close(out, eager(x, w, r0), rtol=1e-5, atol=1e-5)  # Triton's reduction order on CUDA
+        torch.testing.assert_close(residual, x + r0)
+        want = [10.0 * min(max(p // 4, 0), 7) for p in (step, 4 * step + 9, 2, 40)]
+        assert picked.tolist() == want, (step, picked.tolist(), want)
+
+
+@check
 def two_graphs_share_a_pool() -> None:
     x = torch.zeros(32, device="cuda")
     outs = {}

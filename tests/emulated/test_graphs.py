@@ -11,7 +11,7 @@ from emulated_run import HERE, REAL_CUDA, run_checks, run_python
 CHECK_NAMES = [
     "static_input_updated_in_place_between_replays", "capture_runs_no_in_place_work",
     "outputs_keep_their_address_across_replays", "index_computed_inside_the_capture",
-    "softmax_follows_updated_inputs",
+    "softmax_follows_updated_inputs", "compiled_function_replays_with_updated_inputs",
     "two_graphs_share_a_pool", "graph_pool_handle_shared_by_two_graphs",
     "replay_after_reset_raises", "replay_before_capture_raises", "keep_graph_then_instantiate",
     "is_current_stream_capturing", "item_in_capture_raises", "synchronize_in_capture_raises",
