@@ -2,7 +2,7 @@
 
     python benchmarks/bench_graphs.py [--model DIR] [--batch 1,8] [--context 64] [--steps 30]
 
-nano-vllm runs unmodified under `python -m cudashim run --platform cpu` with CUDASHIM_CPU_BACKEND=device
+nano-vllm runs unmodified under `python -m cudashim run --platform cpu`
 and enforce_eager=False, so its ModelRunner captures one graph per batch size at start-up. In the same
 process and on the same weights, one decode step is timed two ways, alternating round by round:
   eager  - what nano-vllm runs with enforce_eager=True: model(...) then compute_logits(...)
@@ -87,7 +87,7 @@ def main() -> int:
             model = str(Path(tmp) / "ckpt")
             subprocess.run([sys.executable, str(EXAMPLE / "build_checkpoint.py"), model], check=True, capture_output=True)
         # nano-vllm's @torch.compile functions run compiled in both paths (their C++ kernels are captured too)
-        env = dict(os.environ, CUDASHIM_CPU_BACKEND="device", TOKENIZERS_PARALLELISM="false",
+        env = dict(os.environ, TOKENIZERS_PARALLELISM="false",
                    PYTHONPATH=os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")])))  # adapters.py
         cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--config", str(EXAMPLE / "cudashim.toml"),
                __file__, "--worker", "--model", model, "--batch", ",".join(map(str, args.batch)),
