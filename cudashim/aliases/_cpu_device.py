@@ -234,28 +234,8 @@ class DeviceModule:
         }
 
 
-def _noop(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
-class _NvtxRange:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> bool:
-        return False
-
-    def __call__(self, fn: Any) -> Any:
-        return fn
-
-
-def nvtx_table() -> dict[str, Any]:
-    """torch.cuda.nvtx markers: profiler annotations with no profiler to receive them."""
-    return {"range_push": lambda msg: 0, "range_pop": lambda: 0, "range_start": lambda msg: 0,
-            "range_end": _noop, "mark": _noop, "range": _NvtxRange}
+# torch.cuda.nvtx markers: profiler annotations with no profiler to receive them (shared with ascend)
+from ._nvtx import nvtx_table  # noqa: E402
 
 
 def legacy_types(torch: Any) -> Iterator[tuple[str, Any]]:
