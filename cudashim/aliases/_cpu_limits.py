@@ -1,9 +1,9 @@
-"""What the CPU cannot do, failing loudly at construction or first call.
+"""What the emulated device does not do, failing loudly at construction or first call.
 
 Each stand-in goes through cudashim.platform.capabilities.require(capability, platform, api) so the message
 and the way out come from the one capability table; should the table not raise (or not be there
-yet), the stand-in raises its own CapabilityError: a CPU never silently pretends to capture a
-CUDA graph or launch a Triton kernel.
+yet), the stand-in raises its own CapabilityError: the cpu platform never silently pretends to
+build a CUDA extension or launch a Triton kernel.
 """
 
 from __future__ import annotations
@@ -11,22 +11,17 @@ from __future__ import annotations
 from typing import Any, Callable, NoReturn
 
 from ..errors import CapabilityError
+from ._common import when_imported
 
 __all__ = [
     "unsupported",
-    "CUDAGraph",
-    "graph",
-    "make_graphed_callables",
-    "graph_pool_handle",
     "cpp_extension_bindings",
     "symmetric_memory_bindings",
     "triton_run",
-    "LIMIT_TABLE",
+    "bind_lazy",
 ]
 
 _PLATFORM = "cpu"
-_EAGER = ("set CUDASHIM_CPU_BACKEND=device (the emulated device captures and replays CUDA graphs), or run "
-          "with enforce_eager=True or your engine's eager switch (CUDA graphs off)")
 
 
 def unsupported(capability: str, api: str, way_out: str) -> NoReturn:
@@ -41,29 +36,7 @@ def unsupported(capability: str, api: str, way_out: str) -> NoReturn:
             raise
         except (TypeError, KeyError, ValueError):  # a table that disagrees on the call: our own message
             pass
-    raise CapabilityError(f"{api} is not available on {_PLATFORM}'s alias backend (capability {capability!r}); {way_out}")
-
-
-class CUDAGraph:
-    """torch.cuda.CUDAGraph on cpu: refuses at construction."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        unsupported("cuda_graphs", "torch.cuda.CUDAGraph", _EAGER)
-
-
-class graph:  # noqa: N801 - torch's own name
-    """torch.cuda.graph on cpu: refuses at construction, before the `with` body runs."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        unsupported("cuda_graphs", "torch.cuda.graph", _EAGER)
-
-
-def make_graphed_callables(*args: Any, **kwargs: Any) -> NoReturn:
-    unsupported("cuda_graphs", "torch.cuda.make_graphed_callables", _EAGER)
-
-
-def graph_pool_handle(*args: Any, **kwargs: Any) -> NoReturn:
-    unsupported("cuda_graphs", "torch.cuda.graph_pool_handle", _EAGER)
+    raise CapabilityError(f"{api} is not available on {_PLATFORM} (capability {capability!r}); {way_out}")
 
 
 _CUDA_SUFFIXES = (".cu", ".cuh")
@@ -132,10 +105,24 @@ def triton_run(original: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-# torch.cuda attribute -> stand-in (data: cpu.py binds the table)
-LIMIT_TABLE: dict[str, Any] = {
-    "CUDAGraph": CUDAGraph,
-    "graph": graph,
-    "make_graphed_callables": make_graphed_callables,
-    "graph_pool_handle": graph_pool_handle,
-}
+def bind_lazy(b: Any, is_active: Callable[[], bool]) -> None:
+    """Bind the refusals into b when their modules load (through the one import hook)."""
+
+    def cpp_ext(mod: Any) -> None:
+        if is_active():
+            for name, fn in cpp_extension_bindings(mod).items():
+                b.bind(mod, name, fn, f"torch.utils.cpp_extension.{name}", "unsupported")
+
+    def symm(mod: Any) -> None:
+        if is_active():
+            for name, fn in symmetric_memory_bindings(mod).items():
+                b.bind(mod, name, fn, f"torch.distributed._symmetric_memory.{name}", "unsupported")
+
+    def triton_jit(mod: Any) -> None:
+        cls = getattr(mod, "JITFunction", None)
+        if is_active() and cls is not None and hasattr(cls, "run"):
+            b.bind(cls, "run", triton_run(cls.run), "triton.JITFunction.run", "unsupported")
+
+    when_imported("torch.utils.cpp_extension", cpp_ext)
+    when_imported("torch.distributed._symmetric_memory", symm)
+    when_imported("triton.runtime.jit", triton_jit)

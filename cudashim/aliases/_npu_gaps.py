@@ -6,7 +6,7 @@ too, because it lies in torch or in transfer_to_npu's Python, not in the simulat
 
 * ``torch.cuda.nvtx``: torch's NVTX bindings exist only in a CUDA build of torch (torch_npu runs on
   the CPU build), so every marker raises "NVTX functions not installed". Markers have no receiver on
-  an NPU host (msprof reads mstx, not NVTX): they become no-ops that keep NVTX's depth answers.
+  an NPU host (msprof reads mstx, not NVTX): they become the emulated device's no-ops (emulated/cuda.py).
 * ``Tensor.type("torch.cuda.HalfTensor")``: torch parses the name as a CUDA type and initializes
   CUDA. A ``torch.cuda.``/``torch.npu.`` legacy name becomes the npu tensor of that dtype.
 * ``is_cuda`` in compiled code: transfer_to_npu makes eager ``Tensor.is_cuda`` answer ``is_npu``, but
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..emulated.cuda import nvtx_table
 from ..platform import capabilities
 from . import probes
 from ._common import Bindings
-from ._nvtx import nvtx_table
 
 __all__ = ["fill_gaps"]
 

@@ -7,6 +7,11 @@ every child Python process (multiprocessing spawn, torchrun workers, subprocess)
 environment and is shimmed too. The bootstrap in the new process does the real work, before the
 first user line runs.
 
+One exception: when a sitecustomize/usercustomize of the user's already ran in this interpreter
+(Python runs it at start-up, before any cudashim code), exec would run it a second time in the same
+pid. Then the program runs as a child process instead (its own pid; exit status, signals forwarded),
+so each interpreter runs it once.
+
 `--simulate` (with --platform ascend, implied when no platform is given) sets CUDASHIM_SIMULATE=1: the
 program runs on the simulated Ascend NPU on the CPU (cudashim/emulated/npu, README "Testing an Ascend
 port without an NPU").
@@ -16,6 +21,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 
 from ..platform import PLATFORMS
@@ -126,6 +133,35 @@ def build_command(rest: list[str]) -> tuple[str, list[str], str]:
     raise FileNotFoundError(head)
 
 
+def _user_customize_ran() -> bool:
+    """A sitecustomize/usercustomize other than cudashim's trampoline ran in this interpreter."""
+    return any(m is not None and not getattr(m, "__cudashim_trampoline__", False)
+               for m in (sys.modules.get("sitecustomize"), sys.modules.get("usercustomize")))
+
+
+_FORWARDED = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+
+
+def _run_as_child(file: str, argv: list[str]) -> int:
+    """Run the program in a child process and end as it ended: its exit code, or its fatal signal.
+    SIGINT reaches the child from the terminal (same process group) and is ignored here; the other
+    termination signals sent to this pid are passed on."""
+    try:
+        child = subprocess.Popen(argv, executable=file)
+    except OSError as e:
+        print(f"cudashim run: cannot start {argv[0]!r}: {e.strerror}", file=sys.stderr)
+        return 126 if e.errno in (13, 8) else 127
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in _FORWARDED:
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda sig, _frame: child.send_signal(sig))
+    code = child.wait()
+    if code < 0:  # killed by a signal: die of the same one, so the caller sees the same wait status
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -167,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         env["CUDASHIM_REPORT"] = os.path.abspath(opts["report"])
     sys.stdout.flush()
     sys.stderr.flush()
+    if _user_customize_ran():
+        return _run_as_child(file, child_argv)
     try:
         os.execv(file, child_argv)
     except OSError as e:

@@ -32,22 +32,24 @@ def core() -> Any:
     return _state["core"]
 
 
-def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None]], None],
-            alias_class: Callable[[type, Any], type], properties: Callable[[], Any],
-            mem_get_info: Callable[..., tuple[int, int]]) -> Any:
+def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None]], None]) -> Any:
     """Make torch.cuda / torch.accelerator the device module of the emulated device; returns it.
 
-    bindings: the caller's restorable bindings; the rest are the caller's helpers (this package sits
-    below the alias layer and imports none of it): the one import hook's when_imported, a class
-    stand-in maker, the device properties and the host's (free, total) memory.
+    bindings: the caller's restorable bindings; when_imported: the one import hook's post-import
+    callbacks (this package sits below the alias step and imports none of it).
     """
     import torch
 
-    from . import accelerator, compile, distributed, graphs, streams
-    from .cuda import DeviceModule
+    from .. import visibility
+    from . import accelerator, compile, cpu_build, distributed, graphs, streams
+    from .cuda import DeviceModule, nvtx_table
+    from .host import host_properties, mem_get_info
 
     mod = load("CUDA")
-    dm = DeviceModule(torch, mod, properties, mem_get_info)
+    # CUDASHIM_CPU_DEVICES, else LOCAL_WORLD_SIZE (a launcher's ranks each set_device(local_rank)), else 1;
+    # CUDA_VISIBLE_DEVICES narrows it as on a GPU host
+    mod.set_device_count(visibility.cpu_device_count())
+    dm = DeviceModule(torch, mod, host_properties, mem_get_info)
     _state["core"] = mod
     _state["dm"] = dm
     cuda = torch.cuda
@@ -62,14 +64,17 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
 
     for name, value in dm.table().items():
         bind(name, value)
-    for name, value in streams.table(torch, dm.index, alias_class).items():
+    for name, value in streams.table(torch, dm.index, cpu_build.alias_class).items():
         bind(name, value)
+    for name, value in nvtx_table().items():  # a CPU build's torch.cuda.nvtx raises "NVTX functions not installed"
+        bindings.bind(torch.cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
     # torch.cuda's own seeding and lazy-init code runs unchanged once the device counts as initialized
     bindings.bind(cuda, "default_generators", dm.generators())
     bindings.bind(cuda, "_initialized", True)
     for name, value in accelerator.table(torch, dm).items():
         if hasattr(torch.accelerator, name):
             bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
+    cpu_build.bind(bindings, torch, dm.index)  # storages, legacy types, DataParallel's comm
     compile.bind(bindings, installed, when_imported)
     distributed.bind(bindings, torch, mod)
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)

@@ -3,7 +3,7 @@
 Devices, the current device and its range errors, generators and allocation statistics come
 from the native core; torch.cuda's own Python (random.py's seeding, memory.py's summaries) then
 works unchanged over them once the core is "initialized" (torch.cuda._initialized, the generators).
-Properties are the documented CPU answer (an Ampere-class 8.0 device whose memory is the host's).
+Properties are the documented CPU answer (host.py: an Ampere-class 8.0 device whose memory is the host's).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from .memory import MemoryTable
 
-__all__ = ["DeviceModule", "distinct"]
+__all__ = ["DeviceModule", "distinct", "nvtx_table"]
 
 _SYNC_MODES = {"default": 0, "warn": 1, "error": 2}
 
@@ -156,3 +156,27 @@ class DeviceModule:
         }
         out.update(self.memory.table(self._mem_get_info))
         return {k: v if isinstance(v, type) else distinct(v) for k, v in out.items()}
+
+
+class _NvtxRange:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+    def __call__(self, fn: Any) -> Any:
+        return fn
+
+
+def _noop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def nvtx_table() -> dict[str, Any]:
+    """torch.cuda.nvtx markers: profiler annotations with no profiler to receive them."""
+    return {"range_push": lambda msg: 0, "range_pop": lambda: 0, "range_start": lambda msg: 0,
+            "range_end": _noop, "mark": _noop, "range": _NvtxRange}

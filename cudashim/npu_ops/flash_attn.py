@@ -120,7 +120,7 @@ def flash_attn_varlen_func(
     if (
         # the engines' prefill: checked first, with the fewest attribute reads (fast_varlen declines
         # anything it does not serve exactly, and the general path below handles it)
-        q.device.type == "cuda"  # not is_cuda: the cpu alias layer makes "cuda" tensors say True
+        q.device.type == "cuda"  # not is_cuda: transfer_to_npu makes npu tensors say True
         and not return_attn_probs
         and not dropout_p
         and alibi_slopes is None
@@ -217,7 +217,7 @@ def flash_attn_with_kvcache(
         and cache_leftpad is None
         and alibi_slopes is None
         and not softcap
-        and q.device.type == "cuda"  # not is_cuda: the cpu alias layer makes "cuda" tensors say True
+        and q.device.type == "cuda"  # not is_cuda: transfer_to_npu makes npu tensors say True
         and isinstance(cache_seqlens, torch.Tensor)
         and (window_size is None or (type(window_size[0]) is int and window_size[0] < 0))  # every key visible
         and _platform.platform_name() == "nvidia"  # cuda tensors of ascend/the emulated cpu device: no flash kernel

@@ -81,25 +81,25 @@ def _cap(cap_id: str, title: str, api: str, limit_kind: str = "max", **cells: En
 
 N, E, U = "native", "emulated", "unsupported"
 _EAGER = "run with enforce_eager=True (or your engine's eager switch) so no graph is captured"
-_GRAPHS = "set CUDASHIM_CPU_BACKEND=device (the emulated device captures and replays graphs), or " + _EAGER
 _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("module:symbol" = "repl.module:symbol")'
 
 # nvidia cells are L3 where the shim's own code ran on an H200 (tests/device, benchmarks/*_gpu.py and nano-vllm
 # with CUDA graphs under `cudashim run`, 2026-11-30), else L0 (pass-through, untouched by the shim); ascend cells are L0 unless a contract
 # test composes them with real torch_npu code (L1: tests/ascend/test_transfer_to_npu_contract.py runs the
-# alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2), and L1s where they ran on
-# the simulated NPU (tests/simulated: the idiom table, the refusals, serve.py; tests/e2e -k simulated). cpu cells are L3 where a
-# CI test runs them (tests/cpu/test_cpu_limits.py runs the refusals under `cudashim run`, tests/kernels and
-# tests/npu_ops the torch paths, tests/cpu/test_cpu_torchrun.py NCCL-as-Gloo with two ranks).
+# alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2), and L1s where they ran on the
+# simulated NPU (tests/simulated: the idiom table, the refusals, serve.py; tests/e2e -k simulated). cpu cells describe the
+# emulated CUDA device (csrc/, cudashim/emulated/) and are L3 where a CI test runs them (tests/emulated and the
+# idiom table tests/cpu/test_idioms.py the device, tests/cpu/test_cpu_limits.py the refusals under
+# `cudashim run`, tests/kernels and tests/npu_ops the torch paths, tests/cpu/test_cpu_torchrun.py NCCL-as-Gloo
+# with two ranks).
 TABLE: tuple[Capability, ...] = (
     _cap("cuda_graphs", "CUDA graphs", "torch.cuda.CUDAGraph",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "torch.cuda.CUDAGraph / torch.cuda.graph (nano-vllm captured "
                "its decode graphs under the shim on an H200)"),
          ascend=Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
-         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "the emulated device (CUDASHIM_CPU_BACKEND=device) records the calls "
-                   "of a capture at its dispatcher and replays them in C++ on the captured memory (tests/emulated/"
-                   "test_graphs.py; nano-vllm with enforce_eager=False); the alias backend refuses at construction",
-                   _GRAPHS)),
+         cpu=Entry(E, RAISE_CALL, "L3", "the emulated device records the calls of a capture at its dispatcher and "
+                   "replays them in C++ on the captured memory (tests/emulated/test_graphs.py; nano-vllm with "
+                   "enforce_eager=False); CUDA's capture errors where CUDA raises them")),
     _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
          ascend=Entry(U, RAISE_CALL, "L1s", "keep_graph=True is accepted and dropped (NPU graphs exist only "
@@ -117,12 +117,13 @@ TABLE: tuple[Capability, ...] = (
          nvidia=Entry(N, RAISE_CALL, "L0", "event-record nodes inside a kept graph"),
          ascend=Entry(U, RAISE_CALL, "L1s", "NPU graph timer primitives are not implemented; raw_cuda_graph_exec() "
                "raises (ran on the simulated NPU)", "check the timer's supported() and time outside the graph"),
-         cpu=Entry(U, RAISE_CALL, "L0", "no graphs on the CPU", "check the timer's supported() and time outside the graph")),
+         cpu=Entry(U, RAISE_CALL, "L0", "the emulated device's graphs record calls, not event nodes",
+               "check the timer's supported() and time outside the graph")),
     _cap("symmetric_memory", "symmetric memory", "torch.distributed._symmetric_memory",
          nvidia=Entry(N, RAISE_CALL, "L0", "symm_mem.empty / rendezvous over NVLink"),
          ascend=Entry(U, RAISE_CALL, "L1s", "no NPU implementation of symm_mem (the refusal ran on the simulated NPU)",
                "disable the intra-node symmetric-memory path (e.g. EPLB shuffle) and use process-group collectives"),
-         cpu=Entry(U, RAISE_CALL, "L3", "no CPU implementation of symm_mem",
+         cpu=Entry(U, RAISE_CALL, "L3", "no symm_mem on the emulated device",
                "disable the symmetric-memory path and use process-group collectives (Gloo)")),
     _cap("batch_invariant", "batch-invariant kernels", "batch-invariant mode",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L0", "batch-invariant + deterministic kernels"),
@@ -134,7 +135,7 @@ TABLE: tuple[Capability, ...] = (
          nvidia=Entry(N, RAISE_CALL, "L0", "Hopper and later (SM90+)"),
          ascend=Entry(E, WARN, "L0", "no NPU equivalent; kernels launch one after another (same results, slower)",
                "nothing to do; leave PDL off on ascend to silence this"),
-         cpu=Entry(E, None, "L0", "a no-op: CPU ops run in order")),
+         cpu=Entry(E, None, "L0", "a no-op: the emulated device runs each kernel when it is issued, in order")),
     _cap("fp8_einsum_output", "FP8 einsum output", "FP8 einsum output",
          nvidia=Entry(N, RAISE_CALL, "L0", "FP8 einsum output at granularity 32"),
          ascend=Entry(E, WARN, "L0", "switched off: BF16 output then cast (same values, more memory traffic)",
@@ -162,18 +163,21 @@ TABLE: tuple[Capability, ...] = (
          ascend=Entry(N, WARN, "L0", "aclrtHostRegisterV2 via ctypes (tested against a fake libascendcl); a driver "
                "without it stops construction", "upgrade CANN if construction fails; otherwise copies use the "
                "pageable path"),
-         cpu=Entry(E, None, "L3", "a no-op: CPU tensors already live in host memory")),
+         cpu=Entry(E, None, "L3", "a no-op: the emulated device's memory is host memory already")),
     _cap("ipc_export_alignment", "IPC export address alignment", "IPC tensor export",
          nvidia=Entry(N, RAISE_CALL, "L0", "cudaIpcGetMemHandle: no extra requirement"),
          ascend=Entry(N, RAISE_CALL, "L0", "aclrtIpcMemGetExportKey needs a 2 MiB-aligned address (else 507899); "
                "import needs ENABLE_PEER_ACCESS", "allocate exported buffers 2 MiB-aligned", limit=2 * _MiB),
-         cpu=Entry(E, None, "L0", "tensors shared through torch.multiprocessing shared memory; no alignment"),
+         cpu=Entry(U, RAISE_CALL, "L3", "cuda tensors of the emulated device do not cross processes: "
+                   "torch.multiprocessing's CUDA IPC path raises 'CUDA is not available'",
+                   "send host copies (.cpu()) through torch.multiprocessing, or use torch.distributed collectives"),
          limit_kind="align"),
     _cap("collective_backend", "device collectives backend", "torch.distributed (nccl)",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
          ascend=Entry(E, RAISE_CONSTRUCTION, "L1s", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults (nano-vllm "
                "TP=2 ran on simulated HCCL groups, Gloo underneath; never on real HCCL)"),
-         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP)")),
+         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP); the device's core hands Gloo "
+                   "CPU views of cuda tensors, flat all_gather_into_tensor/reduce_scatter_tensor included")),
     _cap("flash_attention", "flash attention", "flash_attn",
          nvidia=Entry(N, RAISE_CALL, "L3", "flash_attn when installed; a portable stand-in when it is not (cudashim.npu_ops "
                "on PyTorch's flash kernel and Triton paged kernels, checked on an H200)"),
@@ -191,26 +195,27 @@ TABLE: tuple[Capability, ...] = (
          nvidia=Entry(N, RAISE_CALL, "L0", "built with nvcc"),
          ascend=Entry(U, RAISE_CALL, "L0", "CUDA sources do not build for the NPU",
                f"port the extension to AscendC (NpuExtension) or {_PATCH}"),
-         cpu=Entry(U, RAISE_CALL, "L3", "CUDA sources do not build for the CPU", _PATCH)),
+         cpu=Entry(U, RAISE_CALL, "L3", "CUDA sources do not build for the emulated device", _PATCH)),
     _cap("triton_kernels", "Triton kernels", "triton.jit kernel",
          nvidia=Entry(N, RAISE_CALL, "L0", "Triton CUDA backend"),
          ascend=Entry(U, RAISE_CALL, "L0", "no Triton NPU backend is wired in", _PATCH),
-         cpu=Entry(U, RAISE_CALL, "L3", "no Triton CPU backend",
+         cpu=Entry(U, RAISE_CALL, "L3", "no Triton backend for the emulated device",
                f"{_PATCH}, or set TRITON_INTERPRET=1 to run it in Triton's (slow) interpreter")),
     _cap("cuda_device_semantics", "cuda:N tensors with CUDA's semantics", "device='cuda' tensors",
          nvidia=Entry(N, None, "L3", "the GPU itself (tests/emulated's checks pass on an H200 with the shim off)"),
          ascend=Entry(N, None, "L1s", "NPU tensors through transfer_to_npu (device type npu, not cuda; is_cuda is "
                "is_npu); ran with the wheel's transfer_to_npu on the simulated NPU (tests/simulated)"),
-         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "opt-in (CUDASHIM_CPU_BACKEND=device): the emulated device of csrc/, cuda:N "
-               "tensors in host memory run by the CPU kernels (tests/emulated in CI); the default alias layer "
-               "renames cuda to the CPU", "build the core with `python -m cudashim.emulated` (needs g++ and ninja)")),
+         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "the emulated device of csrc/: cuda:N tensors in host memory run by "
+               "the CPU kernels (tests/emulated and the idiom table in CI); activation stops, naming the fix, "
+               "when its native core cannot be built or loaded",
+               "build the core with `python -m cudashim.emulated` (needs g++ and ninja)")),
     _cap("data_parallel", "single-process multi-device DataParallel", "torch.nn.DataParallel",
          nvidia=Entry(N, None, "L0", "torch.nn.DataParallel scatters over the GPUs"),
          ascend=Entry(U, RAISE_CONSTRUCTION, "L1s", "DataParallel looks for cuda:0 (torch._utils' device probe, "
                "bound before transfer_to_npu patches it) and replicates with CUDA-only communication; refused at "
                "construction (tests/simulated/test_idioms_sim.py)",
                "use DistributedDataParallel, one process per NPU (torchrun), or call the module itself"),
-         cpu=Entry(E, None, "L3", "the alias layer runs the wrapped module on the one host (no scatter)")),
+         cpu=Entry(E, None, "L3", "the emulated device scatters the batch over its cuda:N devices (tests/cpu/test_idioms.py)")),
 )
 
 _BY_ID: dict[str, Capability] = {c.id: c for c in TABLE}

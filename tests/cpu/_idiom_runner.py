@@ -1,7 +1,7 @@
 """Run the idiom table in one interpreter started by `python -m cudashim run --platform cpu`.
 
-Every CPU-written version runs first on plain torch (the alias layer taken off), then every
-CUDA-written version with the alias layer back on; each result is compared with its CPU twin.
+Every CPU-written version runs first on plain torch (the device taken off), then every
+CUDA-written version with the emulated device back on; each result is compared with its CPU twin.
 Prints one JSON object: {"shim_was_on": bool, "results": {name: {"ok": bool, "detail": str}}}.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import torch  # noqa: E402  - the import hook installs the cpu alias layer here
+import torch  # noqa: E402  - the import hook installs the emulated device here
 
 from cudashim import aliases  # noqa: E402
 

@@ -1,7 +1,7 @@
 """CUDA-written functions that engines put under torch.compile, each beside the same code written
 for the CPU. The compile runner (_compile_runner.py) compiles every CUDA-written version with
-fullgraph=True under the cpu alias layer and compares it with its CPU-written twin run eagerly on
-plain torch (the alias layer off).
+fullgraph=True on the emulated device and compares it with its CPU-written twin run eagerly on
+plain torch (the device off).
 
 A case is (name, the CUDA-written fn, the CPU-written fn, the input maker). Where the code is the
 same but for the device, one function takes the device string and is called with "cuda" and "cpu".
@@ -23,6 +23,9 @@ class Case:
     cuda: Callable[..., Any]
     cpu: Callable[..., Any]
     inputs: Callable[[], tuple[Any, ...]]
+    # the CUDA-written version gets its inputs on the device, as a CUDA program holds them (a case
+    # that mixes its input with device tensors); else it gets host tensors and moves them itself
+    device_inputs: bool = False
 
 
 CASES: list[Case] = []
@@ -36,20 +39,22 @@ def _half() -> tuple[Any, ...]:
     return ((torch.arange(12, dtype=torch.float32).reshape(3, 4) / 7).to(torch.bfloat16),)
 
 
-def same(name: str, inputs: Callable[[], tuple[Any, ...]] = _x) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def same(name: str, inputs: Callable[[], tuple[Any, ...]] = _x,
+         device_inputs: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register fn(*inputs, dev) as a case run with dev="cuda" (compiled, shimmed) and "cpu" (plain)."""
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         # one function object per side: Dynamo caches per code object and guards on closures
-        CASES.append(Case(name, lambda *a: fn(*a, "cuda"), lambda *a: fn(*a, "cpu"), inputs))
+        CASES.append(Case(name, lambda *a: fn(*a, "cuda"), lambda *a: fn(*a, "cpu"), inputs, device_inputs))
         return fn
     return deco
 
 
-def pair(name: str, cuda: Callable[..., Any], cpu: Callable[..., Any], inputs: Callable[[], tuple[Any, ...]] = _x) -> None:
-    CASES.append(Case(name, cuda, cpu, inputs))
+def pair(name: str, cuda: Callable[..., Any], cpu: Callable[..., Any], inputs: Callable[[], tuple[Any, ...]] = _x,
+         device_inputs: bool = False) -> None:
+    CASES.append(Case(name, cuda, cpu, inputs, device_inputs))
 
 
-# --- Tensor.to / .cuda / .pin_memory ------------------------------------------------------------------------
+# --- Tensor.to / .cuda -------------------------------------------------------------------------------------
 @same("x.float().to(orig_dtype)  (nano-vllm RMSNorm)", _half)
 def _to_dtype(x: Any, dev: str) -> Any:
     orig = x.dtype
@@ -88,39 +93,38 @@ def _to_unbound(x: Any, dev: str) -> Any:
 
 pair("x.cuda()", lambda x: x.cuda() * 2, lambda x: x * 2)
 pair("x.cuda(non_blocking=True)", lambda x: (x + 1).cuda(non_blocking=True), lambda x: x + 1)
-pair("x.cuda(0)", lambda x: x.cuda(0) - x, lambda x: x - x)
-pair("x.pin_memory()", lambda x: x.pin_memory() + 1, lambda x: x + 1)
-pair("x.is_cuda", lambda x: x * 2 if x.is_cuda else x - 1, lambda x: x * 2 if x.is_cpu else x - 1)
-pair("x.get_device()", lambda x: x + x.get_device(), lambda x: x + 0)  # CUDA semantics: the current index, 0
+pair("x.cuda(0)", lambda x: x.cuda(0) - x, lambda x: x - x, device_inputs=True)
+pair("x.is_cuda", lambda x: x * 2 if x.is_cuda else x - 1, lambda x: x * 2 if x.is_cpu else x - 1, device_inputs=True)
+pair("x.get_device()", lambda x: x + x.get_device(), lambda x: x + 0, device_inputs=True)  # the device's index, 0
 
 
 # --- factories ----------------------------------------------------------------------------------------------
-@same('torch.zeros(n, device="cuda")')
+@same('torch.zeros(n, device="cuda")', device_inputs=True)
 def _zeros(x: Any, dev: str) -> Any:
     return x + torch.zeros(x.shape[-1], device=dev)
 
 
-@same('torch.ones(..., device=torch.device("cuda"), dtype=)')
+@same('torch.ones(..., device=torch.device("cuda"), dtype=)', device_inputs=True)
 def _ones(x: Any, dev: str) -> Any:
     return torch.ones(x.shape, device=torch.device(dev), dtype=torch.float64) * x
 
 
-@same('torch.full(..., device="cuda")')
+@same('torch.full(..., device="cuda")', device_inputs=True)
 def _full(x: Any, dev: str) -> Any:
     return x * torch.full((x.shape[-1],), 2.5, device=dev)
 
 
-@same('torch.arange(n, device="cuda")')
+@same('torch.arange(n, device="cuda")', device_inputs=True)
 def _arange(x: Any, dev: str) -> Any:
     return x + torch.arange(x.shape[-1], device=dev)
 
 
-@same('torch.empty(n, device="cuda:0").fill_()')
+@same('torch.empty(n, device="cuda:0").fill_()', device_inputs=True)
 def _empty(x: Any, dev: str) -> Any:
     return torch.empty(x.shape[-1], device=dev + ":0" if dev == "cuda" else dev).fill_(3) * x
 
 
-@same('torch.empty_like(x, device="cuda")')
+@same('torch.empty_like(x, device="cuda")', device_inputs=True)
 def _empty_like(x: Any, dev: str) -> Any:
     return torch.empty_like(x, device=dev).fill_(1) + x
 
@@ -130,17 +134,17 @@ def _zeros_like(x: Any, dev: str) -> Any:
     return torch.zeros_like(x, device=dev, dtype=torch.int64) + 7
 
 
-@same('torch.tensor([...], device="cuda")')
+@same('torch.tensor([...], device="cuda")', device_inputs=True)
 def _tensor(x: Any, dev: str) -> Any:
     return x + torch.tensor([1.0, 2.0, 3.0, 4.0], device=dev)
 
 
-@same('x.new_zeros(shape, device="cuda")')
+@same('x.new_zeros(shape, device="cuda")', device_inputs=True)
 def _new_zeros(x: Any, dev: str) -> Any:
     return x.new_zeros(x.shape, device=dev) + x
 
 
-@same('x.new_full / new_ones / new_empty(device="cuda")')
+@same('x.new_full / new_ones / new_empty(device="cuda")', device_inputs=True)
 def _new_misc(x: Any, dev: str) -> Any:
     return x.new_full((4,), 2.0, device=dev) + x.new_ones(4, device=torch.device(dev)) + x.new_empty(4).fill_(1)
 
@@ -160,7 +164,7 @@ def _norm_inputs() -> tuple[Any, ...]:
     return (torch.randn(5, 16, generator=g).to(torch.bfloat16), torch.randn(16, generator=g).to(torch.bfloat16))
 
 
-same("RMSNorm (nano-vllm)", _norm_inputs)(rms_norm)
+same("RMSNorm (nano-vllm)", _norm_inputs, device_inputs=True)(rms_norm)
 
 
 @same("rotary embedding cache built on cuda (nano-vllm)", lambda: (torch.arange(6),))
@@ -172,14 +176,15 @@ def _rotary(positions: Any, dev: str) -> Any:
     return cache[positions.to(dev)]
 
 
-@same("greedy sampler with temperatures (nano-vllm)", lambda: (torch.arange(24, dtype=torch.float32).reshape(2, 12).sin(),))
+@same("greedy sampler with temperatures (nano-vllm)", lambda: (torch.arange(24, dtype=torch.float32).reshape(2, 12).sin(),),
+      device_inputs=True)
 def _sampler(logits: Any, dev: str) -> Any:
     temps = torch.tensor([0.5, 1.0], device=dev)
     probs = torch.softmax(logits.float().div_(temps.unsqueeze(1)), dim=-1)
     return probs.argmax(dim=-1).to(dev, non_blocking=True)
 
 
-@same("autocast('cuda', bfloat16) matmul", _x)
+@same("autocast('cuda', bfloat16) matmul", _x, device_inputs=True)
 def _autocast(x: Any, dev: str) -> Any:
     with torch.autocast(dev, dtype=torch.bfloat16):
         return x @ x.t()

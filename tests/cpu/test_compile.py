@@ -1,8 +1,8 @@
-"""torch.compile through the cpu alias layer: CUDA-written functions compiled with fullgraph=True
+"""torch.compile on the cpu platform's emulated device: CUDA-written functions compiled with fullgraph=True
 (any graph break raises) and error_on_recompile=True, each equal to its CPU-written twin; nano-vllm's
 compile pattern (set_default_device, then @torch.compile on .to(dtype)) compiles one frame with no
 warning; one real Inductor compile generates C++. One fresh interpreter runs it all under
-`cudashim run --platform cpu` (the shim rebinds torch and Dynamo's tables, which must not leak here).
+`cudashim run --platform cpu` (the shim's import hook and device must not leak here).
 """
 
 from __future__ import annotations
@@ -33,12 +33,9 @@ def run() -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_shim_was_on_and_dynamo_tables_are_restored(run: dict) -> None:
+def test_shim_was_on_and_plain_torch_compiles_after(run: dict) -> None:
     assert run["shim_was_on"]
     assert run["warm"] == "", run["warm"]
-    bound, restored, rebound = run["rules"]
-    assert bound == rebound == "cudashim.aliases._cpu_compile"
-    assert restored == "torch._dynamo.trace_rules", "uninstall must give Dynamo its own table back"
     assert run["plain_after_uninstall"] == "", run["plain_after_uninstall"]
 
 
@@ -52,7 +49,7 @@ def test_fullgraph_equals_cpu_twin(run: dict, context: str, name: str) -> None:
 def test_nano_vllm_pattern_compiles_once_without_warnings(run: dict) -> None:
     r = run["nano_vllm"]
     assert r["ok"], r.get("detail")
-    assert r["frames"] == 1, "the alias wrapper was compiled as a frame of its own (a graph break)"
+    assert r["frames"] == 1, "a graph break: more than one frame compiled"
     assert not [w for w in r["warnings"] if "does not know how to trace" in w or "recompile" in w], r["warnings"]
     assert r["dtype"] == "torch.bfloat16"
 
@@ -61,4 +58,4 @@ def test_inductor_generates_cpu_code(run: dict) -> None:
     r = run["inductor"]
     assert r["ok"], r.get("detail")
     assert r["detail"] == "", r["detail"]
-    assert r["cpp"] and not r["triton"], "Inductor must generate C++ for CPU tensors, never Triton"
+    assert r["cpp"] and not r["triton"], "Inductor must generate C++ for the host-memory device, never Triton"

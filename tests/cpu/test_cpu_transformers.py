@@ -1,4 +1,4 @@
-"""A Hugging Face model written for CUDA gives the CPU-written results under the cpu alias layer."""
+"""A Hugging Face model written for CUDA gives the CPU-written results on the cpu platform's emulated device."""
 
 from __future__ import annotations
 
@@ -24,5 +24,10 @@ def test_llama_generate_and_train_step_match_cpu() -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     assert r["shim_was_on"]
-    assert r["cuda"] == r["cpu"]
+    (tokens, loss, grad), (want_tokens, want_loss, want_grad) = r["cuda"], r["cpu"]
+    assert tokens == want_tokens
+    # the training step runs under autocast: "cuda" casts by CUDA's op lists, "cpu" by the CPU's, so
+    # bfloat16 rounding differs in places (as it does between a GPU and a CPU)
+    assert loss == pytest.approx(want_loss, rel=1e-2) and grad == pytest.approx(want_grad, rel=1e-2)
+    assert (loss, grad) != (0.0, 0.0)
     assert len(r["cpu"][0][0]) == 4 + 6

@@ -34,8 +34,8 @@ def test_table_is_big_enough() -> None:
 
 
 def test_shim_was_on_and_plain_torch_has_no_cuda(table: dict) -> None:
-    assert table["shim_was_on"], "the import hook did not install the cpu alias layer"
-    assert not table["plain_torch_had_cuda"], "with the alias layer off, torch.cuda must be the real (absent) one"
+    assert table["shim_was_on"], "the import hook did not install the cpu platform (the emulated device)"
+    assert not table["plain_torch_had_cuda"], "with the shim off, torch.cuda must be the real (absent) one"
 
 
 @pytest.mark.parametrize("name", [i.name for i in IDIOMS])

@@ -15,8 +15,6 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cpu"))
 
-import torch  # noqa: E402
-
 import idioms as _i  # noqa: E402  - read-only: the table's own helpers build the answers
 
 __all__ = ["ANSWERS", "RAISES", "SIM_NAME", "SIM_AI_CORES"]
@@ -34,7 +32,7 @@ def _pg_twin(fn: Callable[[], Any], backend: str = "hccl") -> Callable[[], Any]:
 
 def _mesh() -> Any:
     (_, out), _ = _i._pg("gloo", lambda: _i._mesh_fully_shard("cpu"))
-    return ("npu", out), "hccl"
+    return (False, out), "hccl"  # the mesh's device type is npu, not the "cuda" asked for
 
 
 def _new_group() -> Any:
@@ -42,19 +40,9 @@ def _new_group() -> Any:
     return (t, "hccl"), "hccl"
 
 
-def _matmul_of_host_tensors() -> Any:
-    a, b = _i._x(4, 4), _i._x(4, 4)
-    return a @ b
-
-
-def _square() -> Any:
-    a = _i._x(3, 3)
-    return a @ a
-
-
 ANSWERS: dict[str, tuple[str, Callable[[], Any]]] = {
-    "meta init + to_empty": (_DEVICE_TYPE, lambda: ("npu", _i._to_empty("cpu")[1])),
-    "set_default_device": (_DEVICE_TYPE, lambda: (_i._default_device("cpu")[0], "npu")),
+    "meta init + to_empty": (_DEVICE_TYPE, lambda: (False, _i._to_empty("cpu")[1])),
+    "set_default_device": (_DEVICE_TYPE, lambda: (_i._default_device("cpu")[0], False)),
     "Tensor.type() name": (_DEVICE_TYPE, lambda: "torch.npu.FloatTensor"),
     "init_device_mesh('cuda') + fully_shard": (_DEVICE_TYPE + "; " + _HCCL, _mesh),
     "init_process_group('nccl') + all_reduce": (_HCCL, _pg_twin(lambda: _i._allreduce("cpu"))),
@@ -64,25 +52,12 @@ ANSWERS: dict[str, tuple[str, Callable[[], Any]]] = {
     "FSDP(device_id=current_device())": (_HCCL, _pg_twin(lambda: _i._fsdp("cpu", True))),
     "FSDP(model.cuda()) without device_id": (_HCCL, _pg_twin(lambda: _i._fsdp("cpu", False))),
     "DDP(device_ids=[local_rank])": (_HCCL, _pg_twin(lambda: _i._ddp("cpu"))),
-    ".pin_memory() then is_pinned": ("pin_memory() gives page-locked host memory, as torch_npu's does",
-                                     lambda: True),
     "get_device_name": ("torch.cuda's device queries answer for the NPU (transfer_to_npu)", lambda: SIM_NAME),
     "get_device_properties": ("the NPU's properties: host memory, the 910B's AI cores",
                               lambda: (_i._proc_kb("/proc/meminfo", "MemTotal"), SIM_AI_CORES)),
     "get_device_capability": ("torch_npu answers None unless TORCH_NPU_DEVICE_CAPABILITY is set", lambda: None),
-    "autocast default dtype": ("autocast's default dtype on npu is float16 (torch's and torch_npu's), as on CUDA",
-                               lambda: _i._mm_autocast("cpu", dtype=torch.float16)),
-    "torch.cuda.amp.autocast()": ("npu autocast casts npu tensors only (as CUDA autocast casts cuda ones): the "
-                                  "host tensors multiply in float32", lambda: (_matmul_of_host_tensors(), True)),
-    "@torch.autocast decorator": ("npu autocast casts npu tensors only: host tensors multiply in float32", _square),
-    "reset_peak_memory_stats / max_memory_allocated": (
-        "the idiom allocates nothing: with no live npu tensor, allocated and (after empty_cache) reserved "
-        "are 0, as on a CUDA device", lambda: (False, False)),
 }
 
 RAISES: dict[str, tuple[str, str, str]] = {
     "nn.DataParallel": ("CapabilityError", "[capability data_parallel]", "the table refuses DataParallel on ascend"),
-    "with torch.device()": ("RuntimeError", "Expected all tensors to be on the same device",
-                            "the idiom calls the module built under torch.device('cuda') on a CPU tensor; "
-                            "a CUDA device raises the same"),
 }

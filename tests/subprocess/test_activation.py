@@ -136,9 +136,13 @@ def test_user_sitecustomize_runs_once_under_run_and_under_each_trampoline(shim, 
         assert status["chained_sitecustomize"] == str(usc / "sitecustomize.py"), what
         assert status["active"] is (what != "disabled"), what
         assert sum(shim.bootstraps(r.stderr).values()) == (0 if what == "disabled" else 1), what
-    # once per interpreter, nothing twice (the launcher's python runs it too, then execs the program)
+    # once per interpreter, nothing twice: the launcher's python runs it too, so the program runs
+    # in a child process of its own (exec would have run it a second time in the launcher's pid)
     run, both, both_reversed, disabled = map(str, pids)
-    assert log.read_text().split() == [f"{run}-launcher", run, both, both_reversed, f"{disabled}-launcher", disabled]
+    lines = log.read_text().split()
+    assert lines[1:4] == [run, both, both_reversed] and lines[5] == disabled, lines
+    assert lines[0].endswith("-launcher") and lines[4].endswith("-launcher"), lines
+    assert lines[0] != f"{run}-launcher" and lines[4] != f"{disabled}-launcher", lines
 
 
 def test_activate_and_deactivate_in_code_leave_the_process_as_found(shim, tmp_path):

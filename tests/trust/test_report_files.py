@@ -116,13 +116,14 @@ def test_call_site_is_the_users_line_not_a_site_packages_helper(trust: Trust, tm
     assert apis["torch.cuda.synchronize"]["first_call_site"] == f"{app}:2"
 
 
-def test_factory_without_a_device_is_not_a_cuda_call_and_accelerator_calls_are_listed(trust: Trust, tmp_path: Path) -> None:
+def test_factories_are_the_devices_own_and_accelerator_calls_are_listed(trust: Trust, tmp_path: Path) -> None:
+    """On cpu, torch.zeros(device='cuda') runs on the emulated device as written: no shim code wraps it, so
+    the report (what the shim did) lists no factory; torch.accelerator calls are listed as the program made them."""
     app = write(tmp_path / "app.py", "import torch\ntorch.ones(3)\ntorch.zeros(2, device='cuda')\n"
                                      "torch.accelerator.device_count()\n")
     out = tmp_path / "r.json"
     proc = trust.run(["--platform", "cpu", "--report", str(out), "app.py"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     apis = {a["api"]: a for a in json.loads(out.read_text())["apis"]}
-    assert "torch.ones(device='cuda')" not in apis, apis
-    assert apis["torch.zeros(device='cuda')"]["first_call_site"] == f"{app}:3"
+    assert not [api for api in apis if api.startswith(("torch.ones", "torch.zeros"))], apis
     assert apis["torch.accelerator.device_count"]["first_call_site"] == f"{app}:4"

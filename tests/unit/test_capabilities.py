@@ -64,7 +64,14 @@ def test_unsupported_raises_naming_api_platform_and_way_out(cap_id, plat):
 def test_cuda_graphs_are_emulated_on_cpu():
     cudashim.require("cuda_graphs", "cpu", api="torch.cuda.CUDAGraph")  # the emulated device captures them
     assert caps.entry("cuda_graphs", "cpu").status == caps.E and caps.supported("cuda_graphs", "cpu")
-    assert "CUDASHIM_CPU_BACKEND=device" in caps.entry("cuda_graphs", "cpu").way_out
+
+
+def test_cpu_cells_describe_one_path():
+    # the emulated device is the cpu platform: no cell sends the user to another backend
+    for cap in caps.TABLE:
+        cell = cap.cells["cpu"]
+        assert cell.level in caps.LEVELS
+        assert "CUDASHIM_CPU_BACKEND" not in cell.note + cell.way_out and "alias" not in cell.note, cap.id
 
 
 @pytest.mark.parametrize("cap_id,plat", [c for c in CELLS if caps.entry(*c).failure != caps.WARN

@@ -1,4 +1,4 @@
-"""install() / uninstall() of the cpu alias layer: what changes, and that every original comes back exactly."""
+"""install() / uninstall() of the cpu platform (the emulated device): what changes, and that every original comes back exactly."""
 
 import json
 import sys
@@ -12,14 +12,14 @@ from cudashim.aliases import cpu
 
 OWNERS = {
     "torch": torch, "torch.cuda": torch.cuda, "torch.cuda.memory": torch.cuda.memory,
-    "torch.cuda.random": torch.cuda.random, "torch.cuda.streams": torch.cuda.streams, "torch.cuda.nvtx": torch.cuda.nvtx,
+    "torch.cuda.random": torch.cuda.random, "torch.cuda.streams": torch.cuda.streams, "torch.cuda.graphs": torch.cuda.graphs, "torch.cuda.nvtx": torch.cuda.nvtx,
     "Tensor": torch.Tensor, "Module": torch.nn.Module, "DataParallel": torch.nn.DataParallel,
     "UntypedStorage": torch.UntypedStorage, "TypedStorage": torch.TypedStorage, "serialization": torch.serialization,
     "DeviceContext": torch.utils._device.DeviceContext, "autocast": torch.amp.autocast_mode.autocast,
     "cuda.amp.autocast": torch.cuda.amp.autocast, "GradScaler": torch.amp.grad_scaler.GradScaler,
     "dist": torch.distributed, "c10d": torch.distributed.distributed_c10d,
     "DDP": torch.nn.parallel.DistributedDataParallel, "torch.fft": torch.fft,
-    "device_mesh": torch.distributed.device_mesh,
+    "device_mesh": torch.distributed.device_mesh, "torch.accelerator": torch.accelerator,
 }
 
 
@@ -46,7 +46,7 @@ wrapped = any(hasattr(getattr(torch.cuda, n), "__cudashim_report__") for n in ("
 report_calls = None
 if "--report" in sys.argv:
     torch.cuda.synchronize()
-    torch.empty(2, device="cuda")
+    torch.cuda.current_device()
     from cudashim import report
 
     report_calls = {k: v["calls"] for k, v in report.entries().items()}
