@@ -1,8 +1,14 @@
 // What autocast asks of the device that the CPU kernels lack: CUDA's autocast runs softmax and
 // log_softmax of float16/bfloat16 inputs in float32 (half_to_float), which the CPU kernels refuse.
 // Here the input is widened first; the result is the same float32 softmax.
+//
+// Built for PrivateUse1 (the simulated NPU), the core also registers autocast for its device: torch
+// registers AutocastCUDA's kernels itself but leaves AutocastPrivateUse1 empty (every operator would
+// fail under `torch.autocast("npu")`), and torch_npu fills it natively. Here it is filled with
+// torch's own op lists and cast policies (autocast_mode.h), the ones AutocastCUDA uses.
 #include "shim.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
 namespace cudashim {
@@ -49,5 +55,28 @@ TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
   m.impl("_softmax_backward_data", widened_backward<&at::_softmax_backward_data>);
   m.impl("_log_softmax_backward_data", widened_backward<&at::_log_softmax_backward_data>);
 }
+
+#if !defined(CUDASHIM_KEY_IS_CUDA)
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());  // an operator without a cast policy runs as it is
+}
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  using at::IntArrayRef, at::Scalar, at::ScalarType, at::Tensor;  // the op lists' signatures name them bare
+#define CUDASHIM_LOW(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define CUDASHIM_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define CUDASHIM_FP32_OPT(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define CUDASHIM_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+  AT_FORALL_LOWER_PRECISION_FP(CUDASHIM_LOW)
+  AT_FORALL_FP32(CUDASHIM_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(CUDASHIM_FP32_OPT)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+  AT_FORALL_PROMOTE(CUDASHIM_PROMOTE)
+#undef CUDASHIM_LOW
+#undef CUDASHIM_FP32
+#undef CUDASHIM_FP32_OPT
+#undef CUDASHIM_PROMOTE
+}
+#endif
 
 }  // namespace cudashim

@@ -1,7 +1,7 @@
 // scaled_dot_product_attention on the device: the CPU's fused (flash) kernels instead of the
 // unfused math path. PyTorch's SDPA picks a backend through a per-device-type stub that a CPU build
-// leaves empty for CUDA (so it would always fall to math, ~10x slower); the device fills it with the
-// CPU's own choice, and answers the CUDA flash operator and its backward with the CPU flash kernels
+// leaves empty for CUDA and PrivateUse1 (so it would always fall to math, ~10x slower, and round
+// differently from the CPU); the device fills it with the CPU's own choice, and answers the CUDA flash operator and its backward with the CPU flash kernels
 // on views of the same memory.
 #include "shim.h"
 
@@ -50,16 +50,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
 }
 
 struct RegisterChoice {
-  RegisterChoice() { at::native::_fused_sdp_choice_stub.set_cuda_dispatch_ptr(&choose); }
+  RegisterChoice() {
+#if defined(CUDASHIM_KEY_IS_CUDA)
+    at::native::_fused_sdp_choice_stub.set_cuda_dispatch_ptr(&choose);
+#else
+    // the simulated NPU: the CPU's flash choice runs _scaled_dot_product_flash_attention_for_cpu,
+    // whose npu tensors the fallback hands to the CPU kernel (torch_npu fills this stub natively)
+    at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&choose);
+#endif
+  }
 };
 
 }  // namespace
 
-void register_sdpa_choice() {
-#if defined(CUDASHIM_KEY_IS_CUDA)
-  static RegisterChoice once;
-#endif
-}
+void register_sdpa_choice() { static RegisterChoice once; }
 
 TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
   m.impl("_scaled_dot_product_flash_attention", flash);

@@ -133,14 +133,23 @@ def _int(name: str, value: str) -> int:
 CPU_DEVICES_MAX = 64
 
 
-def _cpu_devices(name: str, value: str) -> int:
-    n = _int(name, value)
-    if n > CPU_DEVICES_MAX:
-        from .errors import EnvError
+def _device_count(devices: str, zero: str) -> "Callable[[str, str], int]":
+    """A parser of a device count, 0..CPU_DEVICES_MAX (the same bound for the simulated NPUs)."""
 
-        raise EnvError(f"{name}={value!r} is more than the {CPU_DEVICES_MAX} emulated devices cudashim allows on cpu; "
-                       f"set it to 0..{CPU_DEVICES_MAX} (0: no CUDA device) or unset it")
-    return n
+    def parse(name: str, value: str) -> int:
+        n = _int(name, value)
+        if n > CPU_DEVICES_MAX:
+            from .errors import EnvError
+
+            raise EnvError(f"{name}={value!r} is more than the {CPU_DEVICES_MAX} {devices}; "
+                           f"set it to 0..{CPU_DEVICES_MAX} ({zero}) or unset it")
+        return n
+
+    return parse
+
+
+_cpu_devices = _device_count("emulated devices cudashim allows on cpu", "0: no CUDA device")
+_npu_devices = _device_count("simulated NPUs cudashim allows", "0: no NPU")
 
 
 def _str(name: str, value: str) -> str:
@@ -189,6 +198,10 @@ _READ_ROWS: "dict[str, tuple[Callable[[str, str], object], object, str]]" = {
     "CUDASHIM_SYSROOT": (_str, None, "root under which hardware probes read /dev, /sys, /proc (tests)"),
     "CUDASHIM_SIMULATE": (_bool, False, "1 with CUDASHIM_PLATFORM=ascend: the simulated Ascend NPU; hardware "
                           "discovery reads the packaged simulated host"),
+    "CUDASHIM_NPU_DEVICES": (_npu_devices, None, "with CUDASHIM_SIMULATE: the simulated host's NPU count, 0..64 "
+                             "(default: its davinci device nodes, 8)"),
+    "CUDASHIM_WHEEL_CACHE": (_str, None, "folder holding the torch-npu wheel the simulated NPU's torch_npu is "
+                             "assembled from (default ~/.cache/cudashim/wheels; scripts/install fills it)"),
     "CUDASHIM_DEBUG": (_bool, False, "trace what the shim does on stderr"),
     "CUDA_VISIBLE_DEVICES": (_str, None, "CUDA's visible devices"),
     "ASCEND_RT_VISIBLE_DEVICES": (_str, None, "CANN's visible devices"),

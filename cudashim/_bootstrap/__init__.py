@@ -41,9 +41,9 @@ TRAMPOLINE_MARK = "cudashim-trampoline"
 _RANK_VARS = ("CUDASHIM_DEVICES_PER_RANK", "LOCAL_RANK")
 # on cpu, the variables that say how many CUDA devices the program sees: checked before user code
 _CPU_DEVICE_VARS = ("CUDASHIM_CPU_DEVICES", "CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE")
-# read later, deep in the program (get_distributed_options()): a malformed value is refused now,
-# before user code, rather than from inside the program's first collective
-_READ_LATER = ("CUDASHIM_NCCL_NUM_SMS",)
+# read later, deep in the program (get_distributed_options(); the simulated NPU's count at import
+# torch): a malformed value is refused now, before user code, rather than from inside the program
+_READ_LATER = ("CUDASHIM_NCCL_NUM_SMS", "CUDASHIM_NPU_DEVICES")
 
 
 class _Active:

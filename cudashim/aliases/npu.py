@@ -19,7 +19,10 @@ Run by the import hook right after ``import torch`` when the platform is ``ascen
      ``torch.cuda.is_available()`` (False on an NPU-only host) while they run;
    * the capability table's Ascend rows enforced where an engine asks for them (_npu_enforce.py,
      ENFORCED: symmetric memory, PDL, batch-invariant mode; graph timers at raw_cuda_graph()) through
-     ``cudashim.platform.capabilities.require``.
+     ``cudashim.platform.capabilities.require``;
+   * what the CUDA idiom table found failing on the simulated NPU that fails on the real path too
+     (_npu_gaps.py: NVTX markers, legacy ``torch.cuda.*Tensor`` names in ``Tensor.type``, ``is_cuda``
+     in compiled code, ``nn.DataParallel`` refused).
 
 ``torch.version.cuda`` policy: left as it is (``None`` with the CPU torch that torch_npu runs on).
 It names the CUDA toolkit torch was built against; code reads it to choose nvcc, cuBLAS or Triton's
@@ -44,6 +47,7 @@ from ..errors import CapabilityError, CudashimError
 from . import probes
 from ._common import Bindings
 from ._npu_enforce import ENFORCED, enforce_capabilities
+from ._npu_gaps import fill_gaps
 from ._npu_memory import ALLOCATOR_KEYS, fill_memory
 
 __all__ = ["install", "uninstall", "installed", "ALLOCATOR_KEYS", "ENFORCED"]
@@ -198,6 +202,7 @@ def install() -> None:
         fill_memory(_bindings, torch, npu)
         probes.install(PLATFORM, real)
         enforce_capabilities(_bindings, lambda: _installed)
+        fill_gaps(_bindings, torch, lambda: _installed)
         if report.enabled():
             _report_aliases(torch, npu)
     except BaseException:

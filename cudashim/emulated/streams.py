@@ -1,4 +1,5 @@
-"""torch.cuda.Stream / Event on the emulated device: torch.Stream / torch.Event of device "cuda".
+"""torch.cuda.Stream / Event on the emulated device: torch.Stream / torch.Event of device "cuda"; the
+same for the simulated NPU's torch.npu (device "npu", the handle named npu_stream).
 
 They go through the core's guard (csrc/guard.cpp), so they are real c10 streams and events:
 record_stream(), torch.accelerator and the autograd engine take them. Work runs when it is issued,
@@ -13,9 +14,14 @@ from typing import Any, Callable
 __all__ = ["table"]
 
 
-def table(torch: Any, index: Callable[[Any], int], alias_class: Callable[[type, Any], type]) -> dict[str, Any]:
-    """torch.cuda's stream and event names -> values, for devices checked by index(); alias_class
-    makes a class that constructs through a function and answers isinstance() for another."""
+def table(torch: Any, index: Callable[[Any], int], alias_class: Callable[[type, Any], type] | None,
+          device_type: str = "cuda", module: str = "torch.cuda") -> dict[str, Any]:
+    """torch.cuda's (or the simulated torch.npu's) stream and event names -> values, for devices
+    checked by index(); alias_class makes a class that constructs through a function and answers
+    isinstance() for another (None: Event is the function). The raw handle is <device_type>_stream."""
+    handle = f"{device_type}_stream"
+    kinds = torch._C._autograd.DeviceType  # c10's DeviceType numbers, as torch.Stream reports them
+    type_index = int(kinds.CUDA if device_type == "cuda" else kinds.PrivateUse1)
 
     class Stream(torch.Stream):
         """torch.cuda.Stream: a stream of the emulated device."""
@@ -23,44 +29,48 @@ def table(torch: Any, index: Callable[[Any], int], alias_class: Callable[[type, 
         def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Any:
             if {"stream_id", "device_index", "device_type"} <= kwargs.keys():
                 return super().__new__(cls, **kwargs)
-            return super().__new__(cls, device=torch.device("cuda", index(device)), priority=priority)
+            return super().__new__(cls, device=torch.device(device_type, index(device)), priority=priority)
 
-        @property
-        def cuda_stream(self) -> int:  # engines pass it to kernels or use it as a key
+        def _handle(self) -> int:  # engines pass it to kernels or use it as a key
             return self.stream_id
 
         def wait_stream(self, stream: Any) -> None:
             return None  # every stream is already ordered with every other
 
         def record_event(self, event: Any = None) -> Any:
-            event = Event() if event is None else event
+            event = make_event() if event is None else event
             event.record(self)
             return event
 
         def __repr__(self) -> str:
-            return f"<torch.cuda.Stream device={self.device} cuda_stream={self.stream_id:#x}>"
+            return f"<{module}.Stream device={self.device} {handle}={self.stream_id:#x}>"
+
+    setattr(Stream, handle, property(Stream._handle))
 
     def wrap(s: Any) -> Any:
         return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
 
     class ExternalStream(Stream):
         def __new__(cls, stream_ptr: int, device: Any = None, **kwargs: Any) -> Any:
-            return Stream.__new__(cls, stream_id=int(stream_ptr), device_index=index(device), device_type=1)
+            return Stream.__new__(cls, stream_id=int(stream_ptr), device_index=index(device), device_type=type_index)
 
     def make_event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
                    **kwargs: Any) -> Any:
-        return torch.Event(device="cuda", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+        return torch.Event(device=device_type, enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
     # a real torch.Event (its C methods accept only that exact type as the other event), behind a
     # class that isinstance() and subclassing treat as torch.cuda.Event
-    Event = alias_class(torch.Event, make_event)
-    Event.__name__ = Event.__qualname__ = "Event"
+    Event: Any = make_event
+    if alias_class is not None:
+        Event = alias_class(torch.Event, make_event)
+        Event.__name__ = Event.__qualname__ = "Event"
 
     def current_stream(device: Any = None) -> Any:
         return wrap(torch._C._accelerator_getStream(index(device)))
 
     def default_stream(device: Any = None) -> Any:
-        return Stream(stream_id=0, device_index=index(device), device_type=1)
+        return Stream(stream_id=0, device_index=index(device), device_type=type_index)
 
     def set_stream(stream: Any) -> None:
         if stream is not None:

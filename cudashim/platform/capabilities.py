@@ -86,7 +86,8 @@ _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("
 # nvidia cells are L3 where the shim's own code ran on an H200 (tests/device, benchmarks/*_gpu.py and nano-vllm
 # with CUDA graphs under `cudashim run`, 2026-11-30), else L0 (pass-through, untouched by the shim); ascend cells are L0 unless a contract
 # test composes them with real torch_npu code (L1: tests/ascend/test_transfer_to_npu_contract.py runs the
-# alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2). cpu cells describe the
+# alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2), and L1s where they ran on the
+# simulated NPU (tests/simulated: the idiom table, the refusals, serve.py; tests/e2e -k simulated). cpu cells describe the
 # emulated CUDA device (csrc/, cudashim/emulated/) and are L3 where a CI test runs them (tests/emulated and the
 # idiom table tests/cpu/test_idioms.py the device, tests/cpu/test_cpu_limits.py the refusals under
 # `cudashim run`, tests/kernels and tests/npu_ops the torch paths, tests/cpu/test_cpu_torchrun.py NCCL-as-Gloo
@@ -101,25 +102,26 @@ TABLE: tuple[Capability, ...] = (
                    "enforce_eager=False); CUDA's capture errors where CUDA raises them")),
     _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
-         ascend=Entry(U, RAISE_CALL, "L1", "keep_graph=True is accepted and dropped (NPU graphs exist only "
-               "instantiated); raw_cuda_graph() raises", "do not ask for the raw graph when not PLATFORM.is_gpu"),
+         ascend=Entry(U, RAISE_CALL, "L1s", "keep_graph=True is accepted and dropped (NPU graphs exist only "
+               "instantiated); raw_cuda_graph() raises (ran on the simulated NPU)",
+               "do not ask for the raw graph when not PLATFORM.is_gpu"),
          cpu=Entry(E, RAISE_CALL, "L3", "emulated device: keep_graph=True keeps the recorded calls until "
                    "instantiate() or the first replay; raw_cuda_graph() raises (no cudaGraph_t)",
                    "replay() the graph; do not ask for the raw graph when not PLATFORM.is_gpu")),
     _cap("cuda_graph_instantiate", "CUDAGraph.instantiate()", "torch.cuda.CUDAGraph.instantiate",
          nvidia=Entry(N, RAISE_CALL, "L0", "explicit instantiation after capture with keep_graph=True"),
-         ascend=Entry(E, None, "L1", "a no-op: an NPU graph is instantiated when capture ends"),
+         ascend=Entry(E, None, "L1s", "a no-op: an NPU graph is instantiated when capture ends (ran on the simulated NPU)"),
          cpu=Entry(E, RAISE_CALL, "L3", "emulated device: makes a kept capture replayable; raises as CUDA does "
                    "without a capture", "capture first")),
     _cap("graph_event_timers", "in-graph event timers", "CUDAGraphTimer",
          nvidia=Entry(N, RAISE_CALL, "L0", "event-record nodes inside a kept graph"),
-         ascend=Entry(U, RAISE_CALL, "L0", "NPU graph timer primitives are not implemented",
-               "check the timer's supported() and time outside the graph"),
+         ascend=Entry(U, RAISE_CALL, "L1s", "NPU graph timer primitives are not implemented; raw_cuda_graph_exec() "
+               "raises (ran on the simulated NPU)", "check the timer's supported() and time outside the graph"),
          cpu=Entry(U, RAISE_CALL, "L0", "the emulated device's graphs record calls, not event nodes",
                "check the timer's supported() and time outside the graph")),
     _cap("symmetric_memory", "symmetric memory", "torch.distributed._symmetric_memory",
          nvidia=Entry(N, RAISE_CALL, "L0", "symm_mem.empty / rendezvous over NVLink"),
-         ascend=Entry(U, RAISE_CALL, "L1", "no NPU implementation of symm_mem",
+         ascend=Entry(U, RAISE_CALL, "L1s", "no NPU implementation of symm_mem (the refusal ran on the simulated NPU)",
                "disable the intra-node symmetric-memory path (e.g. EPLB shuffle) and use process-group collectives"),
          cpu=Entry(U, RAISE_CALL, "L3", "no symm_mem on the emulated device",
                "disable the symmetric-memory path and use process-group collectives (Gloo)")),
@@ -207,6 +209,13 @@ TABLE: tuple[Capability, ...] = (
                "the CPU kernels (tests/emulated and the idiom table in CI); activation stops, naming the fix, "
                "when its native core cannot be built or loaded",
                "build the core with `python -m cudashim.emulated` (needs g++ and ninja)")),
+    _cap("data_parallel", "single-process multi-device DataParallel", "torch.nn.DataParallel",
+         nvidia=Entry(N, None, "L0", "torch.nn.DataParallel scatters over the GPUs"),
+         ascend=Entry(U, RAISE_CONSTRUCTION, "L1s", "DataParallel looks for cuda:0 (torch._utils' device probe, "
+               "bound before transfer_to_npu patches it) and replicates with CUDA-only communication; refused at "
+               "construction (tests/simulated/test_idioms_sim.py)",
+               "use DistributedDataParallel, one process per NPU (torchrun), or call the module itself"),
+         cpu=Entry(E, None, "L3", "the emulated device scatters the batch over its cuda:N devices (tests/cpu/test_idioms.py)")),
 )
 
 _BY_ID: dict[str, Capability] = {c.id: c for c in TABLE}

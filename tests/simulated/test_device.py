@@ -93,3 +93,12 @@ def test_migration_report_says_simulated(tmp_path):
     data = json.loads(report.read_text())
     assert data["platform"] == "ascend" and data["simulated"] is True
     assert "SIMULATED NPU on the CPU" in r.stderr
+
+
+def test_bad_npu_device_count_stops_before_user_code():
+    # no wheel needed: the bootstrap refuses the value before torch (or the simulated torch_npu) loads
+    r = run_sim(["-c", "print('user code ran')"], {"CUDASHIM_NPU_DEVICES": "lots"})
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "CUDASHIM_NPU_DEVICES='lots'" in r.stderr and "user code ran" not in r.stdout
+    r = run_sim(["-c", "print('user code ran')"], {"CUDASHIM_NPU_DEVICES": "65"})
+    assert r.returncode == 2 and "0..64" in r.stderr

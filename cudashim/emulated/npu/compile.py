@@ -30,6 +30,21 @@ def register(torch: Any) -> None:
     from torch._dynamo.device_interface import register_interface_for_device
 
     register_interface_for_device("npu", _interface(torch))
+    _patch_device_supports_tma(torch)
+
+
+def _patch_device_supports_tma(torch: Any) -> None:
+    """As torch_npu's Inductor backend does (torch_npu/_inductor/utils.py): Triton's TMA probe asks the
+    npu, not CUDA's get_device_capability() (None on npu: torch.cuda's compare would raise)."""
+    import functools
+
+    import torch.utils._triton as triton_utils
+
+    @functools.lru_cache(None)
+    def _device_supports_tma() -> bool:
+        return torch.npu.is_available() and not torch.version.hip
+
+    triton_utils._device_supports_tma = _device_supports_tma
 
 
 def _interface(torch: Any) -> type:

@@ -22,16 +22,11 @@ _state: dict[str, Any] = {}
 
 
 def _host_count() -> int:
-    raw = os.environ.get("CUDASHIM_NPU_DEVICES", "").strip()
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            n = -1
-        if n < 0:
-            raise CudashimError(f"CUDASHIM_NPU_DEVICES={raw!r} is not a device count; give a whole number >= 0, "
-                                "e.g. CUDASHIM_NPU_DEVICES=2")
-        return n
+    from ... import envs
+
+    n = envs.get("CUDASHIM_NPU_DEVICES")  # EnvError (a CudashimError) names a malformed value
+    if n is not None:
+        return int(n)  # type: ignore[call-overload]
     from ... import hardware
 
     return hardware.device_count("ascend", hardware.SIMULATED_ASCEND_ROOT)

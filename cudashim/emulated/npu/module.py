@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from typing import Any
 
 from ..cuda import DeviceModule, distinct
@@ -17,7 +18,6 @@ from ..cuda import DeviceModule, distinct
 __all__ = ["NpuDeviceModule", "NpuDeviceProperties", "stream_table"]
 
 _NAME = "Ascend910B (simulated on the CPU)"
-_NPU_TYPE = 20  # c10::DeviceType::PrivateUse1, the type index torch.Stream reports
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,64 +53,26 @@ class NpuDeviceModule(DeviceModule):
         cls = self.device_ctx()
         return cls(obj.get_device() if getattr(obj, "is_npu", False) else -1)
 
+    def get_device_capability(self, device: Any = None) -> tuple[int, int] | None:
+        """As torch_npu answers (a compatibility value, not the NPU's): None, unless
+        TORCH_NPU_DEVICE_CAPABILITY="major.minor" names one; a malformed value warns and gives None."""
+        self.index(device)
+        raw = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY", "")
+        major, dot, minor = raw.partition(".")
+        if raw and not (dot and major.isdigit() and minor.isdigit()):
+            warnings.warn(f"torch.npu.get_device_capability can't parse TORCH_NPU_DEVICE_CAPABILITY={raw!r}; "
+                          "expected 'major.minor', e.g. '8.0'")
+        if not (dot and major.isdigit() and minor.isdigit()):
+            return None
+        return int(major), int(minor)
+
 
 def stream_table(torch: Any, index: Any) -> dict[str, Any]:
-    """torch.npu's stream and event names -> values."""
+    """torch.npu's stream and event names -> values: the emulated device's, for device type npu."""
+    from ..streams import table
 
-    class Stream(torch.Stream):
-        """torch.npu.Stream of the simulated NPU: a c10 stream; work runs when issued."""
-
-        def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Any:
-            if {"stream_id", "device_index", "device_type"} <= kwargs.keys():
-                return super().__new__(cls, **kwargs)
-            return super().__new__(cls, device=torch.device("npu", index(device)), priority=priority)
-
-        @property
-        def npu_stream(self) -> int:
-            return self.stream_id
-
-        def wait_stream(self, stream: Any) -> None:
-            return None  # every stream is already ordered with every other
-
-        def record_event(self, event: Any = None) -> Any:
-            event = torch.Event(device="npu") if event is None else event
-            event.record(self)
-            return event
-
-        def __repr__(self) -> str:
-            return f"<torch_npu.npu.Stream device={self.device} npu_stream={self.stream_id:#x}>"
-
-    def wrap(s: Any) -> Any:
-        return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
-
-    def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, **kw: Any) -> Any:
-        return torch.Event(device="npu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
-
-    def current_stream(device: Any = None) -> Any:
-        return wrap(torch._C._accelerator_getStream(index(device)))
-
-    def default_stream(device: Any = None) -> Any:
-        return Stream(stream_id=0, device_index=index(device), device_type=_NPU_TYPE)
-
-    def set_stream(stream: Any) -> None:
-        if stream is not None:
-            torch._C._accelerator_setStream(stream)
-
-    class StreamContext:
-        def __init__(self, stream: Any) -> None:
-            self.stream = stream
-            self._prev: Any = None
-
-        def __enter__(self) -> Any:
-            if self.stream is not None:
-                self._prev = current_stream(self.stream.device_index)
-                set_stream(self.stream)
-            return self.stream
-
-        def __exit__(self, *exc: Any) -> None:
-            if self.stream is not None:
-                set_stream(self._prev)
-
-    return {"Stream": Stream, "Event": Event, "StreamContext": StreamContext,
-            "stream": StreamContext, "current_stream": distinct(current_stream),
-            "default_stream": distinct(default_stream), "set_stream": distinct(set_stream)}
+    out = table(torch, index, None, device_type="npu", module="torch_npu.npu")
+    del out["ExternalStream"]  # torch_npu's ExternalStream wraps an aclrtStream handle: none here
+    for name in ("current_stream", "default_stream", "set_stream"):
+        out[name] = distinct(out[name])
+    return out

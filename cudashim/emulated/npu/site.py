@@ -41,7 +41,9 @@ class SimulatorWheelMissing(CudashimError):
 
 
 def wheel_cache() -> Path:
-    return Path(os.environ.get("CUDASHIM_WHEEL_CACHE") or Path.home() / ".cache" / "cudashim" / "wheels")
+    from ... import envs
+
+    return Path(envs.get("CUDASHIM_WHEEL_CACHE") or Path.home() / ".cache" / "cudashim" / "wheels")  # type: ignore[arg-type]
 
 
 def find_wheel() -> Path:

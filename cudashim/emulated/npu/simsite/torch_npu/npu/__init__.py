@@ -14,6 +14,8 @@ _table.update(_streams(torch, _dm.index))
 globals().update(_table)
 
 from . import amp, memory, random  # noqa: E402
+from ._tensortypes import *  # noqa: E402,F403  - torch.npu.FloatTensor & co.
+from ._tensortypes import __all__ as _tensortypes
 from .graphs import NPUGraph, graph, make_graphed_callables  # noqa: E402
 from .random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all,  # noqa: E402
                      seed, seed_all, set_rng_state, set_rng_state_all)
@@ -58,13 +60,8 @@ def set_autocast_enabled(enabled):
     return torch.set_autocast_enabled("npu", enabled)
 
 
-def FloatTensor(*args):
-    """torch.npu.FloatTensor(data): a float32 npu tensor."""
-    return torch.tensor(list(args[0]) if args else [], dtype=torch.float32, device="npu")
-
-
 __all__ = sorted(set(_table) | {
     "amp", "memory", "random", "NPUGraph", "graph", "make_graphed_callables", "default_generators", "get_rng_state",
     "get_rng_state_all", "initial_seed", "manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state",
     "set_rng_state_all", "is_initialized", "get_autocast_dtype", "set_autocast_dtype", "get_amp_supported_dtype",
-    "is_autocast_enabled", "set_autocast_enabled", "FloatTensor"})
+    "is_autocast_enabled", "set_autocast_enabled", *_tensortypes})
