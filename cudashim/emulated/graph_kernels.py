@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["capture_check", "launch", "kinds", "cache_key_pass"]
+__all__ = ["set_capture_check", "capture_check", "launch", "kinds", "cache_key_pass"]
 
 _SCHEMA = "graph_kernel(int handle, Tensor[] reads, Tensor(a!)[] writes) -> ()"
 _kernels: list[tuple[Callable[..., Any], tuple[tuple[str, Any], ...]]] = []  # handle -> (kernel, layout)
@@ -35,11 +35,16 @@ def kinds(arg_types: Any, count: int) -> str:
                    for t in map(str, arg_types))
 
 
+_capture_underway: list[Callable[[], bool]] = []  # the core's, set by graphs.bind at install
+
+
+def set_capture_check(fn: Callable[[], bool]) -> None:
+    _capture_underway[:] = [fn]
+
+
 def capture_check() -> Callable[[], bool]:
     """What the generated wrapper asks before each C++ kernel call: is a capture open?"""
-    from . import core
-
-    return core().capture_underway
+    return _capture_underway[0]
 
 
 def _run(handle: int, reads: list[Any], writes: list[Any]) -> None:

@@ -24,6 +24,7 @@ import itertools
 from typing import Any
 
 from ..errors import CapabilityError
+from . import graph_kernels
 
 __all__ = ["bind"]
 
@@ -86,6 +87,7 @@ def bind(bindings: Any, torch: Any, core: Any) -> None:
 
     cls = _graph_class(torch, core)
     capturing = core.capture_underway
+    graph_kernels.set_capture_check(capturing)  # asked by torch.compile's kernel calls (compile.py)
     sync = torch.cuda.synchronize
 
     def synchronize(device: Any = None) -> None:
