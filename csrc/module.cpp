@@ -36,6 +36,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   install_allocators();
   register_hooks();
   register_sdpa_choice();
+  // before finalization starts, not during it (exit.cpp)
+  py::module_::import("atexit").attr("register")(py::cpp_function(&quiesce_autograd));
   m.attr("device_type") = c10::DeviceTypeName(kType, true);
   m.def("device_count", [] { return static_cast<int>(device_count()); });
   m.def("set_device_count", [](int n) { set_device_count(static_cast<c10::DeviceIndex>(n)); });

@@ -56,6 +56,9 @@ void register_hooks();
 void register_sdpa_choice();
 void register_collectives();  // collectives.cpp: once torch.distributed is loaded
 
+// exit.cpp: at interpreter exit (atexit), the autograd device threads have let go of every backward
+void quiesce_autograd();
+
 // generator.cpp
 const at::Generator& default_generator(c10::DeviceIndex index);
 

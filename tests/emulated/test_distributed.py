@@ -11,9 +11,6 @@ import pytest
 from emulated_run import HERE, REAL_CUDA, run_python
 
 
-_TEARDOWN_ABORT = "terminate called without an active exception"
-
-
 def _two_ranks(worker: str) -> None:
     if REAL_CUDA:
         import subprocess
@@ -25,10 +22,9 @@ def _two_ranks(worker: str) -> None:
     proc = run_python(["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(HERE / worker)],
                       {"CUDASHIM_CPU_DEVICES": "2"}, timeout=600)
     assert "rank 0 ok" in proc.stdout and "rank 1 ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
-    if proc.returncode != 0 and _TEARDOWN_ABORT in proc.stderr:
-        # both ranks finished their checks; a rank then aborted while the interpreter exited (seen in about 1
-        # of 6 DDP runs on a loaded 2-core box, cause not found; issue 17). Shown as xfail, never as a pass.
-        pytest.xfail(f"known teardown abort after both ranks passed: {_TEARDOWN_ABORT!r}")
+    # a clean exit too: an autograd device thread that dropped its last backward while the interpreter
+    # finalized aborted a rank after its checks ("terminate called without an active exception", about 1
+    # run in 6 before csrc/exit.cpp; 0 in 24 after)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
 
 
