@@ -44,6 +44,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     import torch
 
     from . import accelerator, compile, distributed, graphs, streams
+    from .memory import bind_storage_resize
     from .cuda import DeviceModule
 
     mod = load("CUDA")
@@ -72,6 +73,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
             bindings.bind(torch.accelerator, name, value, f"torch.accelerator.{name}", "emulated")
     compile.bind(bindings, installed, when_imported)
     distributed.bind(bindings, torch, mod)
+    bind_storage_resize(bindings, torch, mod)  # FSDP2 frees and re-allocates parameters this way
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
     return dm
 
