@@ -133,6 +133,8 @@ def main() -> int:
                 if res is None:
                     return 1
                 runs[side].append(res)
+                print(f"[{side}: {tree}] {res['tokens_per_s']:.1f} tokens/s, backend {res['backend']}, "
+                      f"cuda tensors of the emulated device: {res['device_tensors']}", flush=True)
     res = runs["this"][-1]
     share = res["shim_s"] / res["profiled_s"]
     print(f"nano-vllm on cpu under the shim (TP=1, eager): model {res['model_params'] / 1e6:.2f} M params (bf16), "
