@@ -76,8 +76,9 @@ def _worker(args: argparse.Namespace) -> None:
 
     params_n = sum(p.numel() for p in llm.model_runner.model.parameters())
     print(json.dumps({"shim": shim_dir, "backend": os.environ.get("CUDASHIM_CPU_BACKEND", "(default)"),
-                      "device_tensors": torch.cuda.is_available() and torch.version.cuda is None and
-                      next(llm.model_runner.model.parameters()).is_cuda, "model_params": params_n, "seqs": args.seqs, "tokens": tokens, "seconds": dt,
+                      # the device's tensors say device.type "cuda"; the alias layer's say "cpu" (is_cuda lies there)
+                      "device_tensors": next(llm.model_runner.model.parameters()).device.type == "cuda",
+                      "model_params": params_n, "seqs": args.seqs, "tokens": tokens, "seconds": dt,
                       "tokens_per_s": tokens / dt, "profiled_s": total, "shim_s": shim, "replacements_s": repl, "adapters_s": adapters,
                       "top_shim": top}))
 
