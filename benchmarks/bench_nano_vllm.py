@@ -1,7 +1,7 @@
 """nano-vllm's bench.py-style throughput under the shim on cpu (TP=1, eager), with the model size
 and the share of the generate() time spent in shim code.
 
-    python benchmarks/bench_nano_vllm.py [--seqs 16] [--model DIR]
+    python benchmarks/bench_nano_vllm.py [--seqs 16] [--model DIR] [--backend device] [--against DIR] [--rounds N]
 
 The engine runs unmodified under `python -m cudashim run --platform cpu`. Like nano-vllm's own
 bench.py it sends a batch of random-token prompts of random lengths with random output lengths
@@ -13,6 +13,12 @@ and cudashim/kernels: the attention and KV-store work that flash-attn and Triton
 the example's patch-map adapters, against everything else. cProfile inflates Python-heavy code, the
 shim's wrappers included, so the share is an upper bound of the share without the profiler.
 Goal: shim share under 2 %.
+
+--against DIR (issue 17: "nano-vllm cpu tokens/s within 5 % of today's"): the same worker also runs
+on another checkout's cudashim (DIR, e.g. a `git worktree` of a commit that still has the alias
+layer), with that checkout's default cpu backend, alternating with this checkout's runs (--rounds
+each); the figure is the ratio of the median tokens/s. --backend sets CUDASHIM_CPU_BACKEND for this
+checkout's runs (default: leave it as the environment has it).
 """
 
 from __future__ import annotations
@@ -27,8 +33,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "nano_vllm"
-SHIM_DIR = str(ROOT / "cudashim")
-REPLACEMENTS = (str(ROOT / "cudashim" / "npu_ops"), str(ROOT / "cudashim" / "kernels"))
 ADAPTERS = str(EXAMPLE / "adapters.py")
 
 
@@ -38,7 +42,13 @@ def _worker(args: argparse.Namespace) -> None:
     import random
     import time
 
+    import torch
+
+    import cudashim
     from nanovllm import LLM, SamplingParams
+
+    shim_root = Path(cudashim.__file__).resolve().parent  # this checkout's or --against's
+    shim_dir, replacements = str(shim_root), (str(shim_root / "npu_ops"), str(shim_root / "kernels"))
 
     llm = LLM(args.model, enforce_eager=True, tensor_parallel_size=1, max_model_len=512,
               max_num_batched_tokens=4096, max_num_seqs=args.seqs, gpu_memory_utilization=0.05)
@@ -59,45 +69,86 @@ def _worker(args: argparse.Namespace) -> None:
     prof.disable()
     stats = pstats.Stats(prof).stats  # (file, line, func) -> (cc, nc, tottime, cumtime, callers)
     total = sum(v[2] for v in stats.values())
-    repl = sum(v[2] for k, v in stats.items() if k[0].startswith(REPLACEMENTS))
-    shim = sum(v[2] for k, v in stats.items() if k[0].startswith(SHIM_DIR)) - repl
+    repl = sum(v[2] for k, v in stats.items() if k[0].startswith(replacements))
+    shim = sum(v[2] for k, v in stats.items() if k[0].startswith(shim_dir)) - repl
     adapters = sum(v[2] for k, v in stats.items() if k[0] == ADAPTERS)
-    top = sorted(((v[2], f"{Path(k[0]).name}:{k[1]}:{k[2]}") for k, v in stats.items() if k[0].startswith(SHIM_DIR) and not k[0].startswith(REPLACEMENTS)), reverse=True)[:5]
+    top = sorted(((v[2], f"{Path(k[0]).name}:{k[1]}:{k[2]}") for k, v in stats.items() if k[0].startswith(shim_dir) and not k[0].startswith(replacements)), reverse=True)[:5]
 
     params_n = sum(p.numel() for p in llm.model_runner.model.parameters())
-    print(json.dumps({"model_params": params_n, "seqs": args.seqs, "tokens": tokens, "seconds": dt,
+    print(json.dumps({"shim": shim_dir, "backend": os.environ.get("CUDASHIM_CPU_BACKEND", "(default)"),
+                      # the device's tensors say device.type "cuda"; the alias layer's say "cpu" (is_cuda lies there)
+                      "device_tensors": next(llm.model_runner.model.parameters()).device.type == "cuda",
+                      "model_params": params_n, "seqs": args.seqs, "tokens": tokens, "seconds": dt,
                       "tokens_per_s": tokens / dt, "profiled_s": total, "shim_s": shim, "replacements_s": repl, "adapters_s": adapters,
                       "top_shim": top}))
 
 
+def _run(args: argparse.Namespace, model: str, tree: Path, backend: str | None) -> dict | None:
+    """One worker process under `python -m cudashim run` of the cudashim in `tree`."""
+    # the worker lives next to the example's patch map, as a user's script would; cwd and PYTHONPATH
+    # put `tree`'s cudashim first (python -m puts the cwd first on sys.path)
+    cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--config", str(EXAMPLE / "cudashim.toml"),
+           __file__, "--worker", "--model", model, "--seqs", str(args.seqs)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), str(EXAMPLE), os.environ.get("PYTHONPATH")])),
+           "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("CUDASHIM_DISABLE", None)
+    if tree != ROOT:
+        env.pop("CUDASHIM_CPU_BACKEND", None)  # --against: that checkout's default cpu path
+    elif backend:
+        env["CUDASHIM_CPU_BACKEND"] = backend
+    r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    line = next((ln for ln in reversed(r.stdout.splitlines()) if ln.startswith("{")), None)
+    if r.returncode != 0 or line is None:
+        print(f"worker on {tree} failed:", r.stdout[-2000:], r.stderr[-4000:], sep="\n")
+        return None
+    return json.loads(line)
+
+
 def main() -> int:
+    import statistics
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seqs", type=int, default=16)
     ap.add_argument("--model", default=None, help="checkpoint dir (default: build one in a temp dir)")
+    ap.add_argument("--backend", default=None, help="CUDASHIM_CPU_BACKEND for this checkout's runs (e.g. device)")
+    ap.add_argument("--against", type=Path, default=None, help="another checkout: its cudashim's default cpu path, same run")
+    ap.add_argument("--rounds", type=int, default=1, help="worker runs per side (alternating)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         _worker(args)
         return 0
+    against = args.against.resolve() if args.against else None
+    if against is not None and not (against / "cudashim" / "__init__.py").is_file():
+        print(f"--against {args.against}: no cudashim/ package there; give a checkout of this repository", file=sys.stderr)
+        return 2
+    runs: dict[str, list[dict]] = {"this": [], "against": []}
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(Path(tmp) / "qwen3-tiny")
         if args.model is None:
             subprocess.run([sys.executable, str(EXAMPLE / "build_checkpoint.py"), model], check=True, capture_output=True)
-        # the worker lives next to the example's patch map, as a user's script would
-        cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--config", str(EXAMPLE / "cudashim.toml"),
-               __file__, "--worker", "--model", model, "--seqs", str(args.seqs)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")])),
-               "TOKENIZERS_PARALLELISM": "false"}
-        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        line = next((ln for ln in reversed(r.stdout.splitlines()) if ln.startswith("{")), None)
-        if r.returncode != 0 or line is None:
-            print(r.stdout[-2000:], r.stderr[-4000:], sep="\n")
-            return 1
-        res = json.loads(line)
+        for r in range(args.rounds):
+            sides = [("this", ROOT)] + ([("against", against)] if against is not None else [])
+            for side, tree in (sides if r % 2 == 0 else sides[::-1]):
+                res = _run(args, model, tree, args.backend)
+                if res is None:
+                    return 1
+                runs[side].append(res)
+                print(f"[{side}: {tree}] {res['tokens_per_s']:.1f} tokens/s, backend {res['backend']}, "
+                      f"cuda tensors of the emulated device: {res['device_tensors']}", flush=True)
+    res = runs["this"][-1]
     share = res["shim_s"] / res["profiled_s"]
     print(f"nano-vllm on cpu under the shim (TP=1, eager): model {res['model_params'] / 1e6:.2f} M params (bf16), "
-          f"{res['seqs']} seqs, {res['tokens']} output tokens")
-    print(f"throughput: {res['tokens_per_s']:.1f} tokens/s ({res['seconds']:.2f} s)")
+          f"{res['seqs']} seqs, {res['tokens']} output tokens; CUDASHIM_CPU_BACKEND={res['backend']}, "
+          f"cuda tensors of the emulated device: {res['device_tensors']}")
+    tps = [r["tokens_per_s"] for r in runs["this"]]
+    print(f"throughput: {statistics.median(tps):.1f} tokens/s (median of {len(tps)}: {', '.join(f'{t:.1f}' for t in tps)})")
+    if runs["against"]:
+        base = [r["tokens_per_s"] for r in runs["against"]]
+        ratio = statistics.median(tps) / statistics.median(base)
+        print(f"--against {against} (its default cpu path, device tensors: {runs['against'][-1]['device_tensors']}): "
+              f"{statistics.median(base):.1f} tokens/s (median of {len(base)}: {', '.join(f'{t:.1f}' for t in base)}); "
+              f"ratio this/against {ratio:.3f} (goal >= 0.95)")
     print(f"time in shim machinery under cProfile: {res['shim_s']:.3f} s of {res['profiled_s']:.2f} s = {100 * share:.2f} % "
           f"(goal < 2 %)")
     print(f"  replacement implementations (npu_ops attention, kernels): {res['replacements_s']:.3f} s "

@@ -11,6 +11,8 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <memory>
+
 namespace cudashim {
 namespace {
 
@@ -136,10 +138,38 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+// operators that change a tensor's metadata in place: the CPU kernel would change the view's only
+bool metadata_in_place(const std::string& name) {
+  return name == "aten::as_strided_" || name == "aten::resize_" || name == "aten::resize_as_" || name == "aten::set_" ||
+         name == "aten::squeeze_" || name == "aten::unsqueeze_" || name == "aten::transpose_" || name == "aten::t_" ||
+         name == "aten::swapdims_" || name == "aten::swapaxes_" || name == "aten::detach_";
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, CUDASHIM_KEY, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+}
+
+void register_structured_direct() {
+  static std::unique_ptr<torch::Library> lib;
+  if (lib) return;
+  lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0 || metadata_in_place(name.name)) continue;
+    auto h = dispatcher.findOp(name);
+    if (!h || !h->hasSchema() || h->hasKernelForDispatchKey(kKey) || !h->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        !h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+      continue;
+    }
+    bool view = false;  // a view must alias the device tensor's own storage: never through CPU views
+    for (const auto& r : h->schema().returns()) view = view || (r.alias_info() != nullptr && !r.alias_info()->isWrite());
+    if (view) continue;
+    const std::string op = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    lib->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  }
 }
 
 }  // namespace cudashim

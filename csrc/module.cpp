@@ -1,6 +1,7 @@
 // The Python face of the core: what cudashim/emulated/ needs to be torch.cuda's device module.
 #include "shim.h"
 
+#include <ATen/native/Resize.h>
 #include <torch/extension.h>
 
 namespace cudashim {
@@ -36,6 +37,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   install_allocators();
   register_hooks();
   register_sdpa_choice();
+  register_structured_direct();
+  // before finalization starts, not during it (exit.cpp)
+  py::module_::import("atexit").attr("register")(py::cpp_function(&quiesce_autograd));
   m.attr("device_type") = c10::DeviceTypeName(kType, true);
   m.def("device_count", [] { return static_cast<int>(device_count()); });
   m.def("set_device_count", [](int n) { set_device_count(static_cast<c10::DeviceIndex>(n)); });
@@ -47,6 +51,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pinned_bytes", &pinned_bytes);
   m.def("default_generator", [](int i) { return default_generator(static_cast<c10::DeviceIndex>(i)); });
   m.def("cpu_view", [](const at::Tensor& t) { return cpu_view(t); }, "the CPU tensor over a device tensor's memory");
+  // UntypedStorage.resize_ on a device storage (torch's own raises "built without USE_CUDA"): FSDP2
+  // frees and re-allocates its unsharded parameters this way. Through the storage's own allocator.
+  m.def("resize_storage", [](const at::Storage& s, int64_t nbytes) {
+    TORCH_CHECK(nbytes >= 0, "resize_: the new size must be >= 0, got ", nbytes);
+    at::native::resize_bytes_cpu(s.unsafeGetStorageImpl(), static_cast<size_t>(nbytes));
+  });
   m.def("sync_debug_mode", &sync_debug_mode);
   m.def("set_sync_debug_mode", &set_sync_debug_mode);
   m.def("hooks_active", &hooks_active);

@@ -54,7 +54,11 @@ at::Tensor as_device(const at::Tensor& cpu, c10::DeviceIndex index);
 // hooks.cpp, sdpa.cpp
 void register_hooks();
 void register_sdpa_choice();
+void register_structured_direct();  // fallback.cpp: structured operators reach the fallback directly
 void register_collectives();  // collectives.cpp: once torch.distributed is loaded
+
+// exit.cpp: at interpreter exit (atexit), the autograd device threads have let go of every backward
+void quiesce_autograd();
 
 // generator.cpp
 const at::Generator& default_generator(c10::DeviceIndex index);

@@ -7,7 +7,13 @@
 namespace cudashim {
 namespace {
 
-void keep_release(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+// a DataPtr that keeps another storage alive: one reference on its StorageImpl (no wrapper allocated)
+void keep_release(void* ctx) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx)); }
+
+c10::DataPtr keeping(void* data, c10::StorageImpl* owner, c10::Device device) {
+  c10::raw::intrusive_ptr::incref(owner);
+  return c10::DataPtr(data, owner, &keep_release, device);
+}
 
 at::Tensor wrap(c10::Storage storage, const at::Tensor& like, c10::DispatchKeySet keys) {
   auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), keys, like.dtype());
@@ -24,7 +30,7 @@ at::Tensor cpu_view(const at::Tensor& t, bool keep_alive) {
   void* data = st.unsafeGetStorageImpl()->mutable_data();
   // keep_alive: the view may outlive the call (a CPU kernel may return a view of it), so it holds
   // the device storage; a view used only inside one call holds nothing.
-  c10::DataPtr dp = keep_alive ? c10::DataPtr(data, new c10::Storage(st), &keep_release, c10::Device(c10::kCPU))
+  c10::DataPtr dp = keep_alive ? keeping(data, st.unsafeGetStorageImpl(), c10::Device(c10::kCPU))
                                : c10::DataPtr(data, c10::Device(c10::kCPU));
   // resizable through the plain CPU allocator: an out= argument a CPU kernel resizes gets new CPU
   // memory, which the fallback then moves back onto the device
@@ -46,7 +52,7 @@ at::Tensor as_device(const at::Tensor& cpu, c10::DeviceIndex index) {
   }
   if (!adopted) {
     void* data = impl->mutable_data();
-    dp = c10::DataPtr(data, new c10::Storage(st), &keep_release, c10::Device(kType, index));
+    dp = keeping(data, impl, c10::Device(kType, index));
   }
   c10::Storage s(c10::Storage::use_byte_size_t(), nbytes, std::move(dp), device_allocator(index), true);
   return wrap(std::move(s), cpu, c10::DispatchKeySet(kKey));

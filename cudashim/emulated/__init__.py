@@ -44,6 +44,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     from . import accelerator, compile, cpu_build, distributed, graphs, streams
     from .cuda import DeviceModule, nvtx_table
     from .host import host_properties, mem_get_info
+    from .memory import bind_storage_resize
 
     mod = load("CUDA")
     # CUDASHIM_CPU_DEVICES, else LOCAL_WORLD_SIZE (a launcher's ranks each set_device(local_rank)), else 1;
@@ -77,6 +78,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     cpu_build.bind(bindings, torch, dm.index)  # storages, legacy types, DataParallel's comm
     compile.bind(bindings, installed, when_imported)
     distributed.bind(bindings, torch, mod)
+    bind_storage_resize(bindings, torch, mod)  # FSDP2 frees and re-allocates parameters this way
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
     return dm
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["MemoryTable"]
+__all__ = ["MemoryTable", "bind_storage_resize"]
 
 _POOLS = ("all", "large_pool", "small_pool")
 
@@ -89,3 +89,20 @@ class MemoryTable:
         out["memory_stats_as_nested_dict"] = self.nested
         out["mem_get_info"] = mem_get_info
         return out
+
+
+def bind_storage_resize(bindings: Any, torch: Any, core: Any) -> None:
+    """UntypedStorage.resize_ for device storages. torch's own raises "built without USE_CUDA" for a
+    cuda storage in a CPU build; FSDP2 frees (resize_(0)) and re-allocates its unsharded parameters
+    through it. The core resizes through the storage's own allocator (the device's: counted in the
+    statistics), keeping the first min(old, new) bytes, as CUDA's resize does."""
+    storage_cls = torch.UntypedStorage
+    original = storage_cls.resize_
+
+    def resize_(self: Any, size: int) -> Any:
+        if self.device.type != "cuda":
+            return original(self, size)
+        core.resize_storage(self, int(size))
+        return self
+
+    bindings.bind(storage_cls, "resize_", resize_, "torch.UntypedStorage.resize_", "emulated")
