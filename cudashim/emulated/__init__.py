@@ -43,7 +43,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     """
     import torch
 
-    from . import accelerator, compile, distributed, graphs, streams
+    from . import accelerator, compile, distributed, graphs, storage, streams
     from .cuda import DeviceModule
 
     mod = load("CUDA")
@@ -73,6 +73,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     compile.bind(bindings, installed, when_imported)
     distributed.bind(bindings, torch, mod)
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
+    storage.bind(bindings, torch)  # storage.to('cuda'), torch.load of cuda checkpoints
     return dm
 
 
