@@ -76,3 +76,34 @@ def svd_and_eig_layouts_are_cuda_layouts() -> None:
     # the values are still the CPU's: U diag(S) Vh == A
     u, s, vh = torch.linalg.svd(a)
     torch.testing.assert_close(u @ torch.diag_embed(s) @ vh, a)
+
+
+@check
+def attention_keeps_its_mask() -> None:
+    """scaled_dot_product_attention with an attn_mask on cuda: the CUDA branch of SDPA called the flash
+    operator, which takes no mask, so the mask was dropped (nn.TransformerEncoderLayer with a mask)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 7, 8, dtype=torch.float64) for _ in range(3))
+    mask = torch.triu(torch.full((7, 7), float("-inf"), dtype=torch.float64), diagonal=1)
+    mask[:, 0] = 0.0
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    qd, kd, vd = (t.cuda().requires_grad_() for t in (q, k, v))
+    got = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, attn_mask=mask.cuda())
+    torch.testing.assert_close(got.detach().cpu(), want)
+    got.sum().backward()
+    qc = q.clone().requires_grad_()
+    torch.nn.functional.scaled_dot_product_attention(qc, k, v, attn_mask=mask).sum().backward()
+    torch.testing.assert_close(qd.grad.cpu(), qc.grad)
+
+
+@check
+def compiled_attention() -> None:
+    """nanoGPT's torch.compile'd model: Dynamo asks SDPA's backend choice with FakeTensors on cuda."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 16, 8, device="cuda") for _ in range(3))
+
+    def f(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+
+    got = torch.compile(f)(q, k, v)
+    torch.testing.assert_close(got, f(q, k, v))
