@@ -38,7 +38,10 @@ SUITES: tuple[Suite, ...] = (
           # test_sdeint.py / test_adjoint.py import tests/problems.py, which the sdist does not ship
           ("tests/test_brownian_interval.py", "tests/test_brownian_path.py", "tests/test_brownian_tree.py"),
           "tests parametrized over [cpu, cuda]; the cuda cases skip when `not torch.cuda.is_available()`"),
-    Suite("gpytorch", "gpytorch==1.15.2", "gpytorch-1.15.2", ("test/examples",),
+    # two example files rich in `_cuda` cases (the whole test/ takes hours on 2 cores)
+    Suite("gpytorch", "gpytorch==1.15.2", "gpytorch-1.15.2",
+          tuple(f"test/examples/test_{n}.py" for n in (
+              "simple_gp_regression", "sgpr_regression")),
           "`test_*_cuda` methods that run their case on cuda only `if torch.cuda.is_available()`"),
 )
 
