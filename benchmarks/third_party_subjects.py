@@ -35,9 +35,11 @@ SUITES: tuple[Suite, ...] = (
     Suite("roma", "roma==1.8.0", "roma-1.8.0", ("test",),
           "module-level `device = torch.device(0) if torch.cuda.is_available() else cpu`"),
     Suite("torchsde", "torchsde==0.2.6", "torchsde-0.2.6",
+          # test_brownian_path.py: the others take > 15 min on the CPU alone here (statistical tests);
           # test_sdeint.py / test_adjoint.py import tests/problems.py, which the sdist does not ship
-          ("tests/test_brownian_interval.py", "tests/test_brownian_path.py", "tests/test_brownian_tree.py"),
-          "tests parametrized over [cpu, cuda]; the cuda cases skip when `not torch.cuda.is_available()`"),
+          ("tests/test_brownian_path.py",),
+          "tests parametrized over [cpu, cuda]; the cuda cases call `pytest.skip(msg=...)` without CUDA, "
+          "which pytest >= 8 turns into a TypeError: on the CPU they fail instead of skipping"),
     # two example files rich in `_cuda` cases (the whole test/ takes hours on 2 cores)
     Suite("gpytorch", "gpytorch==1.15.2", "gpytorch-1.15.2",
           tuple(f"test/examples/test_{n}.py" for n in (
@@ -138,9 +140,12 @@ PROGRAMS: tuple[Program, ...] = (
     Program(
         "word_language_model (Transformer, torch.accelerator)", "pytorch-examples", "word_language_model",
         ("main.py", "--data", "synthetic-corpus", "--model", "Transformer", "--emsize", "64", "--nhid", "64",
-         "--epochs", "2", "--dropout", "0", "--log-interval", "10", "--save", "model.pt"),
+         "--epochs", "2", "--dropout", "0", "--lr", "1", "--log-interval", "10", "--save", "model.pt"),
         (), ("--accel",),
         r"loss +(\d+\.\d+) \| (?:valid |test )?ppl +(\d+\.\d+)",
+        rtol=1e-3,
+        why_rtol="native_layer_norm on the device differs from the CPU's by about one ulp (open defect); "
+                 "--lr 1 because the default lr 20 makes this Transformer diverge on the CPU too",
         make_data=make_wikitext_like),
     Program(
         "nanoGPT train.py (torch.compile, float32)", "nanoGPT", ".",

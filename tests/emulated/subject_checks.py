@@ -65,6 +65,19 @@ def checkpoint_of_cuda_tensors_loads_on_cuda() -> None:
 
 
 @check
+def deepcopy_of_cuda_module() -> None:
+    """gpytorch's fantasy updates deepcopy a model on cuda: storage.clone() made a storage on 'cuda'."""
+    import copy
+
+    model = torch.nn.Linear(3, 2).cuda()
+    twin = copy.deepcopy(model)
+    assert twin.weight.is_cuda and torch.equal(twin.weight.cpu(), model.weight.detach().cpu())
+    with torch.no_grad():
+        twin.weight.add_(1)
+    assert not torch.equal(twin.weight.cpu(), model.weight.detach().cpu()), "the deep copy shares memory"
+
+
+@check
 def svd_and_eig_layouts_are_cuda_layouts() -> None:
     """roma's compiled procrustes backward: torch.compile traces with CUDA's layouts (row-major Vh and
     eigenvectors), so the device must hand them back in that layout."""
