@@ -9,6 +9,7 @@
 #include "shim.h"
 
 #include <ATen/SDPBackend.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
@@ -28,6 +29,9 @@ at::Tensor ask(const at::Tensor& t) {
 
 int64_t choose(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
                double dropout, bool causal, std::optional<double> scale, bool gqa) {
+  // asking the CPU is not part of the program: a tracing mode (AOTAutograd) must not record it
+  c10::impl::ExcludeDispatchKeyGuard no_modes(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(ask(*mask)) : std::nullopt;
   const int64_t choice = at::_fused_sdp_choice(ask(q), ask(k), ask(v), m, dropout, causal, scale, gqa);  // the CPU's
   const auto flash_ = static_cast<int64_t>(at::SDPBackend::flash_attention);
