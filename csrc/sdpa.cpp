@@ -1,10 +1,16 @@
 // scaled_dot_product_attention on the device: the CPU's fused (flash) kernels instead of the
 // unfused math path. PyTorch's SDPA picks a backend through a per-device-type stub that a CPU build
 // leaves empty for CUDA and PrivateUse1 (so it would always fall to math, ~10x slower, and round
-// differently from the CPU); the device fills it with the CPU's own choice, and answers the CUDA flash operator and its backward with the CPU flash kernels
-// on views of the same memory.
+// differently from the CPU); the device fills it with the CPU's own choice, and answers the CUDA flash
+// operator and its backward with the CPU flash kernels on views of the same memory (under
+// torch.compile the choice is asked with FakeTensors, see ask()). CUDA's flash operator takes no mask,
+// and PyTorch's CUDA branch of SDPA drops attn_mask when it calls it; so when the CPU's choice is flash
+// and there is a mask, the device answers "overrideable" instead, whose operator carries the mask, and
+// runs the same CPU flash kernel with it (the CPU's own result, bit for bit).
 #include "shim.h"
 
+#include <ATen/SDPBackend.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
@@ -13,10 +19,24 @@ namespace {
 
 at::Tensor host(const at::Tensor& t) { return t.defined() && t.device().type() == kType ? cpu_view(t, false) : t; }
 
+// The choice reads only shapes, dtypes and flags. Under torch.compile the arguments are FakeTensors,
+// whose memory must not be touched: the CPU is asked with empty CPU tensors of the same layout.
+at::Tensor ask(const at::Tensor& t) {
+  if (!t.key_set().has(c10::DispatchKey::Python)) return host(t);
+  at::Tensor p = at::empty_strided_symint(t.sym_sizes(), t.sym_strides(), t.options().device(c10::kCPU));
+  if (t.requires_grad()) p.set_requires_grad(true);
+  return p;
+}
+
 int64_t choose(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
                double dropout, bool causal, std::optional<double> scale, bool gqa) {
-  std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(host(*mask)) : std::nullopt;
-  return at::_fused_sdp_choice(host(q), host(k), host(v), m, dropout, causal, scale, gqa);  // the CPU's choice
+  // asking the CPU is not part of the program: a tracing mode (AOTAutograd) must not record it
+  c10::impl::ExcludeDispatchKeyGuard no_modes(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(ask(*mask)) : std::nullopt;
+  const int64_t choice = at::_fused_sdp_choice(ask(q), ask(k), ask(v), m, dropout, causal, scale, gqa);  // the CPU's
+  const auto flash_ = static_cast<int64_t>(at::SDPBackend::flash_attention);
+  return choice == flash_ && m.has_value() ? static_cast<int64_t>(at::SDPBackend::overrideable) : choice;
 }
 
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
@@ -49,6 +69,31 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
   return {as_device(dq, index), as_device(dk, index), as_device(dv, index)};
 }
 
+Forward masked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
+               double dropout, bool causal, bool /*return_debug_mask*/, std::optional<double> scale) {
+  const auto index = q.device().index();
+  std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(host(*mask)) : std::nullopt;
+  auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(host(q), host(k), host(v), dropout, causal, m, scale);
+  at::Tensor none = at::empty({0}, q.options());
+  at::Tensor rng = at::empty({0}, q.options().dtype(at::kLong));
+  return {as_device(out, index), as_device(lse, index), none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)),
+          rng, rng, none};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> masked_backward(
+    const at::Tensor& grad, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+    std::array<bool, 4> need, const at::Tensor& out, const at::Tensor& lse, const at::Tensor&, const at::Tensor&,
+    c10::SymInt, c10::SymInt, double dropout, bool causal, const at::Tensor&, const at::Tensor&,
+    std::optional<double> scale) {
+  TORCH_CHECK(!need[3], "scaled_dot_product_attention on the emulated CUDA device: no gradient for attn_mask "
+              "(the CPU's flash kernel computes none); detach the mask, or pass it with requires_grad=False");
+  const auto index = q.device().index();
+  std::optional<at::Tensor> m = mask.defined() ? std::optional<at::Tensor>(host(mask)) : std::nullopt;
+  auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, m, scale);
+  return {as_device(dq, index), as_device(dk, index), as_device(dv, index), at::Tensor()};
+}
+
 struct RegisterChoice {
   RegisterChoice() {
 #if defined(CUDASHIM_KEY_IS_CUDA)
@@ -68,6 +113,8 @@ void register_sdpa_choice() { static RegisterChoice once; }
 TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
   m.impl("_scaled_dot_product_flash_attention", flash);
   m.impl("_scaled_dot_product_flash_attention_backward", flash_backward);
+  m.impl("_scaled_dot_product_fused_attention_overrideable", masked);
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", masked_backward);
 }
 
 }  // namespace cudashim

@@ -1,0 +1,221 @@
+"""Issue 17's third-party "must show" on the emulated CUDA device: other projects' own CUDA-selecting
+test suites and unmodified CUDA-written programs, each against its own CPU run.
+
+    python benchmarks/third_party.py --setup                  # pip: pinned subjects + their sdists
+    python benchmarks/third_party.py suites [NAME ...]        # minutes each (one at a time)
+    python benchmarks/third_party.py programs --sources DIR [NAME ...]
+
+Suites (`third_party_subjects.SUITES`): the test files of each pinned sdist are copied into a fresh
+folder and run twice with pytest — plain torch on the CPU (CUDA absent, so the suite takes its CPU
+path or skips its CUDA cases), then under `CUDASHIM_CPU_BACKEND=device python -m cudashim run
+--platform cpu -m pytest` (CUDA present: the emulated device). Printed per suite: passed / failed /
+skipped of each run, the ratio of passes (CUDA run over CPU run; the issue's goal is ≥ 0.98), and how
+many tests of the CUDA run skipped for want of CUDA (goal 0).
+
+Programs (`third_party_subjects.PROGRAMS`): DIR holds checkouts of the repositories in
+`third_party_subjects.REPOS` at the pinned commits (`git clone URL DIR/NAME && git -C DIR/NAME checkout
+COMMIT`); the program's folder is copied to a scratch folder per run, so the checkout stays clean.
+Each runs once with plain torch and its CPU option, once under the shim with its CUDA option; the
+figures it prints (losses, perplexities, scores, generated text) are compared — exactly unless the
+program states a tolerance and why.
+
+Both runs use one intra-op thread (OMP_NUM_THREADS=1): the CPU kernels then reduce in one order in
+both runs. Exit status 1 when a goal is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from third_party_subjects import PROGRAMS, REPOS, SUITES, Program, Suite, figures  # noqa: E402
+
+__all__ = ["main"]
+
+CACHE = Path(os.environ.get("CUDASHIM_THIRDPARTY_CACHE", Path.home() / ".cache" / "cudashim" / "thirdparty"))
+SHIM = ("-m", "cudashim", "run", "--platform", "cpu")
+_CUDA_WORDS = ("cuda", "gpu")
+
+
+def _env(shim: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDASHIM_")}
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if shim:
+        env["CUDASHIM_CPU_BACKEND"] = "device"
+        env["CUDASHIM_CPU_DEVICES"] = os.environ.get("CUDASHIM_CPU_DEVICES", "1")
+    else:
+        env["CUDASHIM_DISABLE"] = "1"  # plain torch, even with the repository on PYTHONPATH
+    env.update(extra or {})
+    return env
+
+
+def setup() -> None:
+    """Installs the pinned suites (after torch, which they find already installed) and fetches their sdists."""
+    pins = [s.pin for s in SUITES]
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *pins], check=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for pin in pins:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                        "-d", str(CACHE), pin], check=True)
+
+
+def _sdist(suite: Suite) -> Path:
+    found = sorted(CACHE.glob(f"{suite.sdist_dir}.tar.gz")) + sorted(CACHE.glob(f"{suite.sdist_dir.replace('-', '_', 1)}.tar.gz"))
+    if not found:
+        raise SystemExit(f"third_party: no sdist of {suite.pin} in {CACHE}; run `python {sys.argv[0]} --setup`")
+    return found[0]
+
+
+def _junit_counts(path: Path) -> dict[str, object]:
+    passed = failed = skipped = 0
+    cuda_skips: list[str] = []
+    failures: list[str] = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        tid = f"{case.get('classname')}::{case.get('name')}"
+        if case.find("skipped") is not None:
+            skipped += 1
+            msg = (case.find("skipped").get("message") or "").lower()
+            if any(w in msg for w in _CUDA_WORDS):
+                cuda_skips.append(f"{tid}: {msg}")
+        elif case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+            bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+            failures.append(f"{tid}: {(bad.get('message') or '').splitlines()[0][:200] if bad.get('message') else ''}")
+        else:
+            passed += 1
+    return {"passed": passed, "failed": failed, "skipped": skipped, "cuda_skips": cuda_skips, "failures": failures}
+
+
+def run_suite(suite: Suite, timeout: float) -> dict[str, dict[str, object]]:
+    out: dict[str, dict[str, object]] = {}
+    with tempfile.TemporaryDirectory(prefix=f"tp-{suite.name}-") as tmp:
+        root = Path(tmp)
+        with tarfile.open(_sdist(suite)) as tf:
+            tf.extractall(root / "sdist", filter="data")
+        work = root / "run"  # the test folders alone: the installed package is the one under test
+        for top in sorted({Path(rel).parts[0] for rel in suite.tests}):  # whole folders: helpers, conftest
+            shutil.copytree(root / "sdist" / suite.sdist_dir / top, work / top)
+        for mode, shim in (("cpu", False), ("cuda", True)):
+            xml = root / f"{mode}.xml"
+            cmd = [sys.executable, *(SHIM if shim else ()), "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                   f"--junitxml={xml}", *suite.tests]
+            t0 = time.perf_counter()
+            try:
+                subprocess.run(cmd, cwd=work, env=_env(shim), timeout=timeout, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                pass
+            counts = _junit_counts(xml) if xml.is_file() else {"passed": 0, "failed": 0, "skipped": 0,
+                                                                "cuda_skips": [], "failures": ["(no result)"]}
+            counts["seconds"] = round(time.perf_counter() - t0)
+            out[mode] = counts
+    return out
+
+
+def _prepare(program: Program, sources: Path, run_dir: Path) -> None:
+    src = sources / program.repo
+    if not src.is_dir():
+        url, commit = REPOS[program.repo]
+        raise SystemExit(f"third_party: {src} missing; `git clone {url} {src} && git -C {src} checkout {commit}`")
+    if not run_dir.exists():
+        shutil.copytree(src / program.folder if program.folder != "." else src, run_dir,
+                        ignore=shutil.ignore_patterns(".git"))
+    if program.make_data:
+        program.make_data(run_dir)
+
+
+def run_program(program: Program, sources: Path, scratch: Path, timeout: float) -> dict[str, object]:
+    res: dict[str, object] = {}
+    for mode, shim in (("cpu", False), ("cuda", True)):
+        owner = program.after or program.name
+        run_dir = scratch / f"{mode}-{owner}".replace(" ", "_").replace("/", "_")
+        _prepare(program, sources, run_dir)
+        cmd = [sys.executable, *(SHIM if shim else ()), *program.argv,
+               *(program.cuda_args if shim else program.cpu_args)]
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run(cmd, cwd=run_dir, env=_env(shim, program.env), timeout=timeout,
+                               capture_output=True, text=True)
+            rc, text = p.returncode, p.stdout
+            if program.output_file and (run_dir / program.output_file).is_file():
+                text += (run_dir / program.output_file).read_text()
+            (scratch / f"{mode}-{program.name}.log".replace(" ", "_").replace("/", "_")).write_text(p.stdout + p.stderr)
+        except subprocess.TimeoutExpired:
+            rc, text = "timeout", ""
+        res[mode] = {"rc": rc, "figures": figures(program, text), "seconds": round(time.perf_counter() - t0)}
+    return res
+
+
+def _close(a: str, b: str, rtol: float) -> bool:
+    if a == b:
+        return True
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return abs(x - y) <= rtol * max(abs(x), abs(y))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", nargs="?", choices=("suites", "programs"), help="what to run")
+    ap.add_argument("names", nargs="*", help="subjects by (start of) name; default: all")
+    ap.add_argument("--setup", action="store_true", help="install the pinned suites and fetch their sdists")
+    ap.add_argument("--sources", type=Path, help="folder with the programs' repositories (see REPOS)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per run (default 1800)")
+    args = ap.parse_intermixed_args(argv)
+    if args.setup:
+        setup()
+    if not args.what:
+        return 0
+    ok = True
+    if args.what == "suites":
+        for suite in SUITES:
+            if args.names and not any(suite.name.startswith(n) for n in args.names):
+                continue
+            r = run_suite(suite, args.timeout)
+            cpu, cuda = r["cpu"], r["cuda"]
+            ratio = cuda["passed"] / cpu["passed"] if cpu["passed"] else 0.0
+            ok &= ratio >= 0.98 and not cuda["cuda_skips"]
+            print(f"{suite.name} ({suite.pin}; {' '.join(suite.tests)}; CUDA: {suite.how_cuda})")
+            for mode, c in (("cpu", cpu), ("cuda-under-shim", cuda)):
+                print(f"  {mode:16} passed {c['passed']:4}  failed {c['failed']:3}  skipped {c['skipped']:3}"
+                      f"  (for want of CUDA: {len(c['cuda_skips'])})  {c['seconds']} s")
+            print(f"  ratio of passes {ratio:.3f}")
+            for line in cuda["failures"][:20] + cuda["cuda_skips"][:5]:
+                print(f"    {line}")
+            sys.stdout.flush()
+    else:
+        if not args.sources:
+            ap.error("programs need --sources DIR (checkouts of " + ", ".join(f"{k} {u}@{c[:12]}" for k, (u, c) in REPOS.items()) + ")")
+        scratch = Path(tempfile.mkdtemp(prefix="tp-programs-"))
+        for program in PROGRAMS:
+            if args.names and not any(program.name.startswith(n) for n in args.names):
+                continue
+            r = run_program(program, args.sources.resolve(), scratch, args.timeout)
+            cpu, cuda = r["cpu"], r["cuda"]
+            same = (cpu["rc"] == 0 and cuda["rc"] == 0 and cpu["figures"] and len(cpu["figures"]) == len(cuda["figures"])
+                    and all(_close(a, b, program.rtol) for a, b in zip(cpu["figures"], cuda["figures"])))
+            ok &= bool(same)
+            tol = f"within rtol {program.rtol} ({program.why_rtol})" if program.rtol else "exactly equal"
+            print(f"{program.name}: {'OK' if same else 'DIFFER'} ({tol}); rc cpu {cpu['rc']} / cuda {cuda['rc']}, "
+                  f"{len(cpu['figures'])} figures, {cpu['seconds']} s / {cuda['seconds']} s")
+            def show(f: list[str]) -> str:
+                return " ".join(x.strip()[:40].replace("\n", "⏎") for x in (f[:3] + ["…"] + f[-3:] if len(f) > 6 else f))
+            print(f"  cpu  {show(cpu['figures'])}\n  cuda {show(cuda['figures'])}", flush=True)
+        print(f"logs in {scratch}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

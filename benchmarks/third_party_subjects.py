@@ -1,0 +1,188 @@
+"""The third-party subjects of issue 17's "must show": pinned test suites and CUDA-written programs.
+
+Nothing here is copied from the subjects: suites come as their sdists from the package index (pinned
+versions, downloaded by `benchmarks/third_party.py --setup`), programs from their repositories at
+pinned commits (read-only checkouts the user points to with `--sources`). Each program runs with its
+own command-line options only; where it needs a data set, `make_*` below writes a small synthetic one
+where the program's options make it look (no downloads, never an edit of the program).
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["Suite", "Program", "SUITES", "PROGRAMS", "REPOS"]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A project's own test suite, from its sdist, run once on the CPU and once with CUDA chosen."""
+
+    name: str
+    pin: str                 # pip requirement, exact version
+    sdist_dir: str           # top folder inside the sdist
+    tests: tuple[str, ...]   # test paths inside the sdist, copied into a fresh folder to run
+    how_cuda: str            # how the suite selects CUDA (for the report)
+
+
+# How each suite picks CUDA was read from the suite itself; the CPU run is the same files, plain torch.
+SUITES: tuple[Suite, ...] = (
+    Suite("roma", "roma==1.8.0", "roma-1.8.0", ("test",),
+          "module-level `device = torch.device(0) if torch.cuda.is_available() else cpu`"),
+    Suite("torchsde", "torchsde==0.2.6", "torchsde-0.2.6",
+          # test_brownian_path.py: the others take > 15 min on the CPU alone here (statistical tests);
+          # test_sdeint.py / test_adjoint.py import tests/problems.py, which the sdist does not ship
+          ("tests/test_brownian_path.py",),
+          "tests parametrized over [cpu, cuda]; the cuda cases call `pytest.skip(msg=...)` without CUDA, "
+          "which pytest >= 8 turns into a TypeError: on the CPU they fail instead of skipping"),
+    # two example files rich in `_cuda` cases (the whole test/ takes hours on 2 cores)
+    Suite("gpytorch", "gpytorch==1.15.2", "gpytorch-1.15.2",
+          tuple(f"test/examples/test_{n}.py" for n in (
+              "simple_gp_regression", "sgpr_regression")),
+          "`test_*_cuda` methods that run their case on cuda only `if torch.cuda.is_available()`"),
+)
+
+# Repositories the programs come from, at the commits these figures were taken with.
+REPOS: dict[str, tuple[str, str]] = {
+    "pytorch-examples": ("https://github.com/pytorch/examples", "77f55b912142e11fcfdf5b530231fb9c52f181e8"),
+    "nanoGPT": ("https://github.com/karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"),
+    "minGPT": ("https://github.com/karpathy/minGPT", "37baab71b9abea1b76ab957409a1cc2fbfba8a26"),
+}
+
+
+@dataclass(frozen=True)
+class Program:
+    """An unmodified CUDA-written program: its CPU run (plain torch) against its CUDA run under the shim."""
+
+    name: str
+    repo: str                      # key of REPOS
+    folder: str                    # folder of the repository the program runs in (its cwd)
+    argv: tuple[str, ...]          # script and options common to both runs
+    cpu_args: tuple[str, ...]      # the program's own way to pick the CPU
+    cuda_args: tuple[str, ...]     # ... and CUDA
+    figures: str                   # regex; every match's groups are the figures compared
+    rtol: float = 0.0              # 0: exactly equal
+    why_rtol: str = ""
+    make_data: Callable[[Path], None] | None = None
+    after: str = ""                # a program whose run directory this one reuses (a checkpoint)
+    env: dict[str, str] = field(default_factory=dict)
+    output_file: str = ""          # a file the program writes, read after its stdout for the figures
+
+
+def _words(seed: int, n_lines: int) -> str:
+    """Text with structure a language model can learn: a fixed grammar over a 300-word vocabulary."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(300)]
+    lines = []
+    for _ in range(n_lines):
+        w = rng.randrange(300)
+        line = []
+        for _ in range(rng.randrange(5, 15)):
+            line.append(vocab[w])
+            w = (w * 7 + rng.choice((1, 2, 3))) % 300
+        lines.append(" ".join(line))
+    return "\n".join(lines) + "\n"
+
+
+def make_wikitext_like(cwd: Path) -> None:
+    """word_language_model reads `--data DIR`/{train,valid,test}.txt (wikitext-2's train.txt is not in the repo)."""
+    d = cwd / "synthetic-corpus"
+    d.mkdir(exist_ok=True)
+    for split, seed, n in (("train", 1, 1500), ("valid", 2, 150), ("test", 3, 150)):
+        (d / f"{split}.txt").write_text(_words(seed, n))
+
+
+def make_char_dataset(cwd: Path) -> None:
+    """nanoGPT reads data/<dataset>/{train,val}.bin (uint16 ids) and meta.pkl (char vocabulary), as its
+    shakespeare_char prepare.py writes them."""
+    import numpy as np
+
+    text = _words(4, 3000)
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    ids = np.array([stoi[c] for c in text], dtype=np.uint16)
+    d = cwd / "data" / "synthetic_char"
+    d.mkdir(parents=True, exist_ok=True)
+    n = int(0.9 * len(ids))
+    ids[:n].tofile(d / "train.bin")
+    ids[n:].tofile(d / "val.bin")
+    with open(d / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}, f)
+
+
+_NUM = r"([-+]?\d+\.\d+(?:e[-+]?\d+)?)"
+_NANOGPT_MODEL = ("--dataset=synthetic_char", "--out_dir=out", "--n_layer=2", "--n_head=2", "--n_embd=64",
+                  "--block_size=64", "--batch_size=8", "--gradient_accumulation_steps=1", "--max_iters=40",
+                  "--eval_interval=20", "--eval_iters=5", "--log_interval=5", "--warmup_iters=5",
+                  "--lr_decay_iters=40", "--learning_rate=1e-3", "--compile=True")
+
+PROGRAMS: tuple[Program, ...] = (
+    Program(
+        "word_language_model (LSTM, torch.accelerator)", "pytorch-examples", "word_language_model",
+        ("main.py", "--data", "synthetic-corpus", "--emsize", "64", "--nhid", "64", "--epochs", "2",
+         "--dropout", "0", "--log-interval", "10", "--save", "model.pt"),
+        (), ("--accel",),
+        r"loss +(\d+\.\d+) \| (?:valid |test )?ppl +(\d+\.\d+)",
+        make_data=make_wikitext_like),
+    Program(
+        "word_language_model generate.py (torch.accelerator, the LSTM run's checkpoint)", "pytorch-examples",
+        "word_language_model",
+        ("generate.py", "--data", "synthetic-corpus", "--checkpoint", "model.pt", "--words", "200",
+         "--outf", "generated.txt"),
+        (), ("--accel",),
+        r"(?s)(.+)", output_file="generated.txt",
+        after="word_language_model (LSTM, torch.accelerator)"),
+    Program(
+        "word_language_model (Transformer, torch.accelerator)", "pytorch-examples", "word_language_model",
+        ("main.py", "--data", "synthetic-corpus", "--model", "Transformer", "--emsize", "64", "--nhid", "64",
+         "--epochs", "2", "--dropout", "0", "--lr", "1", "--log-interval", "10", "--save", "model.pt"),
+        (), ("--accel",),
+        r"loss +(\d+\.\d+) \| (?:valid |test )?ppl +(\d+\.\d+)",
+        rtol=1e-3,
+        why_rtol="native_layer_norm on the device differs from the CPU's by about one ulp (open defect); "
+                 "--lr 1 because the default lr 20 makes this Transformer diverge on the CPU too",
+        make_data=make_wikitext_like),
+    Program(
+        "nanoGPT train.py (torch.compile, float32)", "nanoGPT", ".",
+        ("train.py", *_NANOGPT_MODEL, "--dtype=float32"),
+        ("--device=cpu",), ("--device=cuda",),
+        rf"(?:loss|train loss|val loss) {_NUM}",
+        make_data=make_char_dataset),
+    Program(
+        "nanoGPT train.py (torch.compile under autocast bfloat16)", "nanoGPT", ".",
+        ("train.py", *_NANOGPT_MODEL, "--dtype=bfloat16"),
+        ("--device=cpu",), ("--device=cuda",),
+        rf"(?:loss|train loss|val loss) {_NUM}",
+        rtol=0.02,
+        why_rtol="on cuda the program autocasts to bfloat16 (8-bit mantissa); its CPU branch runs without "
+                 "autocast (nullcontext), so the CPU figure is float32's",
+        make_data=make_char_dataset),
+    Program(
+        "nanoGPT sample.py (top_k=1, torch.compile, the float32 run's checkpoint)", "nanoGPT", ".",
+        ("sample.py", "--out_dir=out", "--num_samples=2", "--max_new_tokens=60", "--top_k=1",
+         "--compile=True", "--dtype=float32"),
+        ("--device=cpu",), ("--device=cuda",),
+        r"(?s)(.+)",
+        after="nanoGPT train.py (torch.compile, float32)"),
+    Program(
+        "minGPT projects/adder (trainer device auto)", "minGPT", ".",
+        ("projects/adder/adder.py", "--trainer.max_iters=501", "--trainer.num_workers=0",
+         "--model.embd_pdrop=0.0", "--model.resid_pdrop=0.0", "--model.attn_pdrop=0.0",
+         "--system.work_dir=out"),
+        ("--trainer.device=cpu",), (),
+        rf"train loss {_NUM}|final score: (\d+/\d+)",
+        env={"PYTHONPATH": "."}),
+)
+
+
+def figures(program: Program, output: str) -> list[str]:
+    """The figures a run printed, in order (every group of every match of the program's regex)."""
+    out: list[str] = []
+    for m in re.finditer(program.figures, output):
+        out.extend(g for g in m.groups() if g is not None)
+    return out
