@@ -1,6 +1,6 @@
 """Per-op overhead of the emulated CUDA device over the same op on CPU tensors, in µs.
 
-    CUDASHIM_CPU_BACKEND=device python -m cudashim run benchmarks/bench_emulated.py   (about a minute)
+    python -m cudashim run --platform cpu benchmarks/bench_emulated.py   (about a minute)
 
 Same process, same run: each op is timed on CPU tensors and on cuda tensors of the emulated device,
 alternating rounds (so load on a shared machine falls on both alike); the figure is the median over
@@ -50,7 +50,7 @@ def measure(name: str, make: Callable[[str], Callable[[], object]], n: int, roun
 
 def main() -> int:
     if not (torch.cuda.is_available() and torch.version.cuda is None):
-        print("run under the emulated device: CUDASHIM_CPU_BACKEND=device python -m cudashim run "
+        print("run under the emulated device: python -m cudashim run --platform cpu "
               "benchmarks/bench_emulated.py", file=sys.stderr)
         return 2
     torch.set_num_threads(1)  # one core: the figure is the dispatch overhead, not a thread pool's

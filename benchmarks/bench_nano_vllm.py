@@ -18,7 +18,7 @@ Goal: shim share under 2 %.
 on another checkout's cudashim (DIR, e.g. a `git worktree` of a commit that still has the alias
 layer), with that checkout's default cpu backend, alternating with this checkout's runs (--rounds
 each); the figure is the ratio of the median tokens/s. --backend sets CUDASHIM_CPU_BACKEND for this
-checkout's runs (default: leave it as the environment has it).
+checkout's runs, which only a checkout from before the device became the one cpu path reads.
 """
 
 from __future__ import annotations

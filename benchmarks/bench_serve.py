@@ -1,17 +1,8 @@
 """Serve-loop throughput under the shim vs without it, measured in the same run.
 
-cpu (default, this machine):
+cpu (default, this machine): the emulated device (issue 17)
     python benchmarks/bench_serve.py
-  The loop of examples/serve.py written with "cuda" (pinned copies, side stream, events) runs
-  under the cpu alias layer; the same loop written with "cpu" (no torch.cuda at all) runs on plain
-  torch. Both in one process, rounds interleaved (the layer is installed / uninstalled between
-  them) so the load of a shared machine hits both alike. Both use the same attention function
-  (the one the flash_attn patch binds), the same weights and prompts; the generated tokens must
-  be identical. Goal: throughput ratio shim/bare >= 0.97.
-
-cpu, emulated device (issue 17):
-    python benchmarks/bench_serve.py --backend device
-  Re-runs itself under `python -m cudashim run --platform cpu` with CUDASHIM_CPU_BACKEND=device. The
+  Re-runs itself under `python -m cudashim run --platform cpu`. The
   "cuda"-written loop runs on the emulated device's cuda tensors and its "cpu"-written twin on CPU
   tensors, both in that one process (the device and the CPU coexist: nothing to install or
   uninstall between rounds), rounds interleaved. Goal: ratio >= 0.95.
@@ -80,52 +71,6 @@ def _tps(serve: types.ModuleType, model, prompts, new_tokens: int, device: str, 
     if cuda_apis:
         torch.cuda.synchronize()
     return out.numel() / (clock() - t0), out
-
-
-def bench_cpu(args: argparse.Namespace) -> dict:
-    import torch
-
-    from cudashim.aliases import cpu as cpu_aliases
-
-    serve = _load_serve()
-    cfg = serve.Config(max_len=args.prompt_len + args.new_tokens, hidden=args.hidden, layers=args.layers)
-    prompts = torch.randint(0, cfg.vocab_size, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(0))
-
-    cpu_aliases.uninstall()
-    dtype = getattr(torch, args.dtype)
-    bare_model = serve.build_model(cfg, "cpu", dtype, compile_layer=False)
-    cpu_aliases.install()
-    shim_model = serve.build_model(cfg, "cuda", dtype, compile_layer=False)
-
-    bare, shim = [], []
-    same = True
-    control_model = serve.build_model(cfg, "cpu", dtype, compile_layer=False) if args.control else None
-    control: list[float] = []
-
-    def run_bare(model=bare_model):
-        cpu_aliases.uninstall()
-        return _tps(serve, model, prompts, args.new_tokens, "cpu", cuda_apis=False, cpu_time=args.cpu_time)
-
-    def run_shim():
-        cpu_aliases.install()
-        return _tps(serve, shim_model, prompts, args.new_tokens, "cuda", cuda_apis=True, cpu_time=args.cpu_time)
-
-    for r in range(args.rounds + 1):  # round 0 warms both up and is not counted
-        sides = ["bare", "shim"] + (["control"] if control_model is not None else [])
-        if r % 2:  # alternate the order, so no side always meets another's leftovers
-            sides.reverse()
-        got = {}
-        for side in sides:
-            got[side] = run_shim() if side == "shim" else run_bare(control_model if side == "control" else bare_model)
-        (b, out_b), (s_, out_s) = got["bare"], got["shim"]
-        same = same and torch.equal(out_b, out_s)
-        if r:
-            bare.append(b)
-            shim.append(s_)
-            if "control" in got:
-                control.append(got["control"][0])
-    cpu_aliases.uninstall()
-    return {"platform": "cpu", "bare_tps": bare, "shim_tps": shim, "control_tps": control, "identical_tokens": same}
 
 
 def _under_device() -> bool:
@@ -247,8 +192,6 @@ def bench_nvidia(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--platform", choices=["cpu", "nvidia"], default="cpu")
-    ap.add_argument("--backend", choices=["alias", "device"], default="alias",
-                    help="cpu: the alias layer (in-process install/uninstall) or the emulated device")
     ap.add_argument("--rounds", type=int, default=None,
                     help="paired rounds (default: 21 on cpu, in-process; 2 on nvidia, two fresh processes each)")
     ap.add_argument("--repeat", type=int, default=5, help="timed generate calls per nvidia worker (best kept)")
@@ -278,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         _worker(args)
         return 0
-    if args.platform == "cpu" and args.backend == "device" and not _under_device():
-        env = dict(os.environ, CUDASHIM_CPU_BACKEND="device")
+    if args.platform == "cpu" and not _under_device():
+        env = dict(os.environ)
         env.pop("CUDASHIM_DISABLE", None)
         cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", __file__, *(argv if argv is not None else sys.argv[1:])]
         return subprocess.run(cmd, cwd=ROOT, env=env).returncode
@@ -293,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.platform == "nvidia":
         res = bench_nvidia(args)
     else:
-        res = bench_device(args) if args.backend == "device" else bench_cpu(args)
-    goal = {"cpu": 0.97, "cpu-device": 0.95}.get(res["platform"], 0.99)
+        res = bench_device(args)
+    goal = {"cpu-device": 0.95}.get(res["platform"], 0.99)
     # each round's pair ran back to back: the median of the per-round ratios is the least noisy figure
     ratio_med = statistics.median(s / b for s, b in zip(res["shim_tps"], res["bare_tps"]))
     ratio_best = max(res["shim_tps"]) / max(res["bare_tps"])

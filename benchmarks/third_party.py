@@ -7,7 +7,7 @@ test suites and unmodified CUDA-written programs, each against its own CPU run.
 
 Suites (`third_party_subjects.SUITES`): the test files of each pinned sdist are copied into a fresh
 folder and run twice with pytest — plain torch on the CPU (CUDA absent, so the suite takes its CPU
-path or skips its CUDA cases), then under `CUDASHIM_CPU_BACKEND=device python -m cudashim run
+path or skips its CUDA cases), then under `python -m cudashim run
 --platform cpu -m pytest` (CUDA present: the emulated device). Printed per suite: passed / failed /
 skipped of each run, the ratio of passes (CUDA run over CPU run; the issue's goal is ≥ 0.98), and how
 many tests of the CUDA run skipped for want of CUDA (goal 0).
@@ -51,7 +51,6 @@ def _env(shim: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if shim:
-        env["CUDASHIM_CPU_BACKEND"] = "device"
         env["CUDASHIM_CPU_DEVICES"] = os.environ.get("CUDASHIM_CPU_DEVICES", "1")
     else:
         env["CUDASHIM_DISABLE"] = "1"  # plain torch, even with the repository on PYTHONPATH
