@@ -39,6 +39,14 @@ int64_t choose(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
   return choice == flash_ && m.has_value() ? static_cast<int64_t>(at::SDPBackend::overrideable) : choice;
 }
 
+// CUDA's flash operators return their output (and gradients) in the layout of their input and a
+// contiguous logsumexp, as the meta functions torch.compile traces with say; the CPU kernels pick
+// their own. Laid out as CUDA's, so compiled code that checks strides sees what it traced.
+at::Tensor laid_out_as(const at::Tensor& got, const at::Tensor& want) {
+  if (got.strides() == want.strides()) return got;
+  return want.copy_(got);
+}
+
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
                            at::Tensor, at::Tensor>;
 
@@ -51,9 +59,12 @@ Forward flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, dou
                                                                           std::nullopt, scale);
   }
   at::Tensor none = at::empty({0}, q.options());
-  at::Tensor rng = at::empty({0}, q.options().dtype(at::kLong));
-  return {as_device(out, index), as_device(lse, index), none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)),
-          rng, rng, none};
+  // the RNG state CUDA's flash returns (philox seed, offset), shaped as its meta function says; unused here
+  at::Tensor seed = at::empty({2}, q.options().dtype(at::kUInt64));
+  at::Tensor offset = at::empty({}, q.options().dtype(at::kUInt64));
+  return {laid_out_as(as_device(out, index), at::empty_like(q)),
+          laid_out_as(as_device(lse, index), at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(lse.scalar_type()))),
+          none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), seed, offset, none};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
@@ -66,7 +77,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
     std::tie(dq, dk, dv) = at::_scaled_dot_product_flash_attention_for_cpu_backward(
         host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, std::nullopt, scale);
   }
-  return {as_device(dq, index), as_device(dk, index), as_device(dv, index)};
+  return {laid_out_as(as_device(dq, index), at::empty_like(q)), laid_out_as(as_device(dk, index), at::empty_like(k)),
+          laid_out_as(as_device(dv, index), at::empty_like(v))};
 }
 
 Forward masked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
@@ -75,9 +87,12 @@ Forward masked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
   std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(host(*mask)) : std::nullopt;
   auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(host(q), host(k), host(v), dropout, causal, m, scale);
   at::Tensor none = at::empty({0}, q.options());
-  at::Tensor rng = at::empty({0}, q.options().dtype(at::kLong));
-  return {as_device(out, index), as_device(lse, index), none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)),
-          rng, rng, none};
+  // the RNG state CUDA's flash returns (philox seed, offset), shaped as its meta function says; unused here
+  at::Tensor seed = at::empty({2}, q.options().dtype(at::kUInt64));
+  at::Tensor offset = at::empty({}, q.options().dtype(at::kUInt64));
+  return {laid_out_as(as_device(out, index), at::empty_like(q)),
+          laid_out_as(as_device(lse, index), at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(lse.scalar_type()))),
+          none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), seed, offset, none};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> masked_backward(
@@ -91,7 +106,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> masked_backward(
   std::optional<at::Tensor> m = mask.defined() ? std::optional<at::Tensor>(host(mask)) : std::nullopt;
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, m, scale);
-  return {as_device(dq, index), as_device(dk, index), as_device(dv, index), at::Tensor()};
+  return {laid_out_as(as_device(dq, index), at::empty_like(q)), laid_out_as(as_device(dk, index), at::empty_like(k)),
+          laid_out_as(as_device(dv, index), at::empty_like(v)), at::Tensor()};
 }
 
 struct RegisterChoice {

@@ -120,3 +120,25 @@ def compiled_attention() -> None:
 
     got = torch.compile(f)(q, k, v)
     torch.testing.assert_close(got, f(q, k, v))
+
+
+@check
+def compiled_attention_trains() -> None:
+    """nanoGPT's float32 training step, compiled: q/k/v are transposed views of one projection, and
+    the flash operator's outputs must have the layout its meta function promises (CUDA's)."""
+    torch.manual_seed(0)
+    b, h, n, e = 2, 2, 16, 32
+    x = torch.randn(b, n, 3 * h * e, device="cuda")
+
+    def attn(x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.view(b, n, h, e).transpose(1, 2) for t in x.split(h * e, dim=2))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).contiguous().view(b, n, h * e)
+
+    xc, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got = torch.compile(attn)(xc)
+    want = attn(xe)
+    (got * want.detach()).sum().backward()
+    (want * want.detach()).sum().backward()
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(xc.grad, xe.grad, atol=1e-5, rtol=1e-4)

@@ -8,7 +8,8 @@ import pytest
 from emulated_run import run_checks
 
 CHECK_NAMES = ["lstm_on_device", "gru_on_device", "checkpoint_of_cuda_tensors_loads_on_cuda", "deepcopy_of_cuda_module",
-               "svd_and_eig_layouts_are_cuda_layouts", "attention_keeps_its_mask", "compiled_attention"]
+               "svd_and_eig_layouts_are_cuda_layouts", "attention_keeps_its_mask", "compiled_attention",
+               "compiled_attention_trains"]
 
 
 @pytest.fixture(scope="module")
