@@ -50,39 +50,9 @@ at::Tensor laid_out_as(const at::Tensor& got, const at::Tensor& want) {
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
                            at::Tensor, at::Tensor>;
 
-Forward flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout, bool causal,
-              bool /*return_debug_mask*/, std::optional<double> scale) {
-  const auto index = q.device().index();
-  at::Tensor out, lse;
-  {
-    std::tie(out, lse) = at::_scaled_dot_product_flash_attention_for_cpu(host(q), host(k), host(v), dropout, causal,
-                                                                          std::nullopt, scale);
-  }
-  at::Tensor none = at::empty({0}, q.options());
-  // the RNG state CUDA's flash returns (philox seed, offset), shaped as its meta function says; unused here
-  at::Tensor seed = at::empty({2}, q.options().dtype(at::kUInt64));
-  at::Tensor offset = at::empty({}, q.options().dtype(at::kUInt64));
-  return {laid_out_as(as_device(out, index), at::empty_like(q)),
-          laid_out_as(as_device(lse, index), at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(lse.scalar_type()))),
-          none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), seed, offset, none};
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
-    const at::Tensor& grad, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-    const at::Tensor& lse, const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double dropout, bool causal,
-    const at::Tensor&, const at::Tensor&, std::optional<double> scale) {
-  const auto index = q.device().index();
-  at::Tensor dq, dk, dv;
-  {
-    std::tie(dq, dk, dv) = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-        host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, std::nullopt, scale);
-  }
-  return {laid_out_as(as_device(dq, index), at::empty_like(q)), laid_out_as(as_device(dk, index), at::empty_like(k)),
-          laid_out_as(as_device(dv, index), at::empty_like(v))};
-}
-
-Forward masked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
-               double dropout, bool causal, bool /*return_debug_mask*/, std::optional<double> scale) {
+// The CPU's flash kernel (with or without a mask) on views of the device tensors, its results in CUDA's layout.
+Forward forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
+                double dropout, bool causal, std::optional<double> scale) {
   const auto index = q.device().index();
   std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(host(*mask)) : std::nullopt;
   auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(host(q), host(k), host(v), dropout, causal, m, scale);
@@ -95,6 +65,35 @@ Forward masked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
           none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), seed, offset, none};
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad, const at::Tensor& q, const at::Tensor& k,
+                                                        const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
+                                                        const at::Tensor& mask, double dropout, bool causal,
+                                                        std::optional<double> scale) {
+  const auto index = q.device().index();
+  std::optional<at::Tensor> m = mask.defined() ? std::optional<at::Tensor>(host(mask)) : std::nullopt;
+  auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, m, scale);
+  return {laid_out_as(as_device(dq, index), at::empty_like(q)), laid_out_as(as_device(dk, index), at::empty_like(k)),
+          laid_out_as(as_device(dv, index), at::empty_like(v))};
+}
+
+Forward flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout, bool causal,
+              bool /*return_debug_mask*/, std::optional<double> scale) {
+  return forward(q, k, v, std::nullopt, dropout, causal, scale);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
+    const at::Tensor& grad, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double dropout, bool causal,
+    const at::Tensor&, const at::Tensor&, std::optional<double> scale) {
+  return backward(grad, q, k, v, out, lse, at::Tensor(), dropout, causal, scale);
+}
+
+Forward masked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
+               double dropout, bool causal, bool /*return_debug_mask*/, std::optional<double> scale) {
+  return forward(q, k, v, mask, dropout, causal, scale);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> masked_backward(
     const at::Tensor& grad, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
     std::array<bool, 4> need, const at::Tensor& out, const at::Tensor& lse, const at::Tensor&, const at::Tensor&,
@@ -102,12 +101,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> masked_backward(
     std::optional<double> scale) {
   TORCH_CHECK(!need[3], "scaled_dot_product_attention on the emulated CUDA device: no gradient for attn_mask "
               "(the CPU's flash kernel computes none); detach the mask, or pass it with requires_grad=False");
-  const auto index = q.device().index();
-  std::optional<at::Tensor> m = mask.defined() ? std::optional<at::Tensor>(host(mask)) : std::nullopt;
-  auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-      host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, m, scale);
-  return {laid_out_as(as_device(dq, index), at::empty_like(q)), laid_out_as(as_device(dk, index), at::empty_like(k)),
-          laid_out_as(as_device(dv, index), at::empty_like(v)), at::Tensor()};
+  auto [dq, dk, dv] = backward(grad, q, k, v, out, lse, mask, dropout, causal, scale);
+  return {dq, dk, dv, at::Tensor()};
 }
 
 struct RegisterChoice {
