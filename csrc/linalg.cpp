@@ -14,7 +14,6 @@
 namespace cudashim {
 namespace {
 
-at::Tensor host(const at::Tensor& t) { return t.device().type() == kType ? cpu_view(t, false) : t; }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> svd(const at::Tensor& A, bool full_matrices, bool compute_uv,
                                                    std::optional<c10::string_view> driver) {

@@ -17,8 +17,8 @@ namespace {
 
 using OptT = std::optional<at::Tensor>;
 
-at::Tensor host(const at::Tensor& t) { return t.defined() && t.device().type() == kType ? cpu_view(t, false) : t; }
-at::Tensor host(const OptT& t) { return t.has_value() ? host(*t) : at::Tensor(); }
+using cudashim::host;  // shim.h's, beside the optional overload below (which would hide it)
+at::Tensor host(const OptT& t) { return t.has_value() ? cudashim::host(*t) : at::Tensor(); }
 
 // CPU: gates = linear_hh(hx) + linear_ih(x), each linear adding its own bias
 at::Tensor gates(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& ib, const at::Tensor& hb) {

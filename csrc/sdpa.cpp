@@ -17,7 +17,6 @@
 namespace cudashim {
 namespace {
 
-at::Tensor host(const at::Tensor& t) { return t.defined() && t.device().type() == kType ? cpu_view(t, false) : t; }
 
 // The choice reads only shapes, dtypes and flags. Under torch.compile the arguments are FakeTensors,
 // whose memory must not be touched: the CPU is asked with empty CPU tensors of the same layout.

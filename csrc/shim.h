@@ -50,6 +50,11 @@ void install_allocators();
 // views.cpp: the same memory seen from the other side
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);
 at::Tensor as_device(const at::Tensor& cpu, c10::DeviceIndex index);
+// A CPU kernel's argument: a device tensor as a CPU view of its memory (not kept alive: the caller
+// holds the tensor for the call); any other tensor, or an undefined one, as it is.
+inline at::Tensor host(const at::Tensor& t) {
+  return t.defined() && t.device().type() == kType ? cpu_view(t, false) : t;
+}
 
 // hooks.cpp, sdpa.cpp
 void register_hooks();
