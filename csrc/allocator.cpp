@@ -20,9 +20,13 @@ namespace {
 constexpr size_t kRound = 512;
 constexpr int kMaxDevices = 64;
 
+// Totals only: what is allocated now is allocated_total - freed_total (blocks: num_alloc - num_free),
+// so an allocation and a free cost two atomic additions each (every fallback output is one of each).
 struct Counters {
-  std::atomic<int64_t> allocated{0}, allocated_peak{0}, allocations{0}, allocations_peak{0};
   std::atomic<int64_t> allocated_total{0}, freed_total{0}, num_alloc{0}, num_free{0};
+  std::atomic<int64_t> allocated_peak{0}, allocations_peak{0};
+  int64_t allocated() const { return allocated_total.load() - freed_total.load(); }
+  int64_t allocations() const { return num_alloc.load() - num_free.load(); }
 };
 std::array<Counters, kMaxDevices> g_stats;
 
@@ -30,6 +34,20 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t p = peak.load(std::memory_order_relaxed);
   while (value > p && !peak.compare_exchange_weak(p, value)) {
   }
+}
+
+void count_alloc(c10::DeviceIndex index, int64_t size) {
+  auto& s = g_stats[index];
+  const int64_t total = s.allocated_total.fetch_add(size) + size;
+  const int64_t blocks = s.num_alloc.fetch_add(1) + 1;
+  raise_peak(s.allocated_peak, total - s.freed_total.load(std::memory_order_relaxed));
+  raise_peak(s.allocations_peak, blocks - s.num_free.load(std::memory_order_relaxed));
+}
+
+void count_free(c10::DeviceIndex index, int64_t size) {
+  auto& s = g_stats[index];
+  s.freed_total.fetch_add(size);
+  s.num_free.fetch_add(1);
 }
 
 // Every device block carries a header just below its data: the DataPtr's context is the data pointer
@@ -50,13 +68,7 @@ void release(void* data) {
   Header* h = header_of(data);
   TORCH_INTERNAL_ASSERT(h->magic == kMagic, "cudashim: device memory freed twice or not ours");
   h->magic = 0;
-  {
-    auto& s = g_stats[h->device];
-    s.allocated.fetch_sub(h->size);
-    s.allocations.fetch_sub(1);
-    s.freed_total.fetch_add(h->size);
-    s.num_free.fetch_add(1);
-  }
+  if (h->device >= 0) count_free(static_cast<c10::DeviceIndex>(h->device), h->size);
   c10::free_cpu(h);
 }
 
@@ -66,13 +78,7 @@ void* allocate_raw(c10::DeviceIndex index, size_t n) {
   h->size = size;
   h->device = index;
   h->magic = kMagic;
-  if (index >= 0) {
-    auto& s = g_stats[index];
-    raise_peak(s.allocated_peak, s.allocated.fetch_add(size) + size);
-    raise_peak(s.allocations_peak, s.allocations.fetch_add(1) + 1);
-    s.allocated_total.fetch_add(size);
-    s.num_alloc.fetch_add(1);
-  }
+  if (index >= 0) count_alloc(index, size);
   return reinterpret_cast<char*>(h) + kHeader;
 }
 
@@ -145,11 +151,7 @@ struct Adopted {
 
 void release_adopted(void* ctx) {
   auto* a = static_cast<Adopted*>(ctx);
-  auto& s = g_stats[a->device];
-  s.allocated.fetch_sub(a->size);
-  s.allocations.fetch_sub(1);
-  s.freed_total.fetch_add(a->size);
-  s.num_free.fetch_add(1);
+  count_free(a->device, a->size);
   g_cpu_deleter(a->ptr);
   delete a;
 }
@@ -171,9 +173,9 @@ bool is_pinned_ptr(const void* ptr) {
 DeviceStats device_stats(c10::DeviceIndex index) {
   const auto& s = g_stats[check_index(index)];
   DeviceStats d;
-  d.allocated = s.allocated;
+  d.allocated = s.allocated();
   d.allocated_peak = s.allocated_peak;
-  d.allocations = s.allocations;
+  d.allocations = s.allocations();
   d.allocations_peak = s.allocations_peak;
   d.allocated_total = s.allocated_total;
   d.freed_total = s.freed_total;
@@ -184,8 +186,8 @@ DeviceStats device_stats(c10::DeviceIndex index) {
 
 void reset_peak(c10::DeviceIndex index) {
   auto& s = g_stats[check_index(index)];
-  s.allocated_peak = s.allocated.load();
-  s.allocations_peak = s.allocations.load();
+  s.allocated_peak = s.allocated();
+  s.allocations_peak = s.allocations();
 }
 
 int64_t pinned_bytes() { return g_pinned_bytes; }
@@ -196,11 +198,7 @@ bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index) {
     return false;  // not plain CPU-allocator memory: the caller keeps it alive instead
   }
   const int64_t size = static_cast<int64_t>((nbytes + kRound - 1) / kRound * kRound);
-  auto& s = g_stats[index];
-  raise_peak(s.allocated_peak, s.allocated.fetch_add(size) + size);
-  raise_peak(s.allocations_peak, s.allocations.fetch_add(1) + 1);
-  s.allocated_total.fetch_add(size);
-  s.num_alloc.fetch_add(1);
+  count_alloc(index, size);
   void* p = dp.release_context();
   dp = c10::DataPtr(p, new Adopted{p, size, index}, &release_adopted, c10::Device(kType, index));
   return true;

@@ -25,7 +25,7 @@ at::Tensor widened(const at::Tensor& self, int64_t dim, bool half_to_float) {
     at::Tensor in = cpu_view(self, false);
     out = Op(half_to_float ? in.to(at::kFloat) : in, dim, false);
   }
-  return as_device(out, index);
+  return as_device(std::move(out), index);
 }
 
 template <at::Tensor (*Op)(const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType)>
@@ -44,7 +44,7 @@ at::Tensor widened_backward(const at::Tensor& grad, const at::Tensor& output, in
     out = Op(g, o, dim, widened ? g.scalar_type() : input_dtype);
     if (widened) out = out.to(input_dtype);
   }
-  return as_device(out, index);
+  return as_device(std::move(out), index);
 }
 
 }  // namespace

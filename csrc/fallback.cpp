@@ -5,10 +5,9 @@
 // device memory (adopted into the device's statistics), handed back as device tensors. Before that, the
 // devices are checked as a GPU checks them, and a random operator without a generator draws from
 // the device's own generator.
-#include "shim.h"
+#include "call.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -16,38 +15,10 @@
 namespace cudashim {
 namespace {
 
-struct Viewed {
-  at::Tensor view;  // held until the outputs are sorted out
-  at::Tensor original;
-};
-
 // operators a GPU runs with CPU tensors among their arguments (indices may live on the host)
 bool mixes_devices(const c10::OperatorName& name) {
   const auto& n = name.name;
   return n == "aten::index" || n == "aten::index_put_" || n == "aten::_index_put_impl_" || n == "aten::index_put";
-}
-
-struct Scan {
-  c10::DeviceIndex device = -1;
-  bool host_tensor = false;  // a CPU tensor with dimensions among the arguments
-  void see(const at::Tensor& t) {
-    if (!t.defined()) return;
-    if (t.device().type() == kType) {
-      const auto i = t.device().index();
-      TORCH_CHECK(device < 0 || device == i, "Expected all tensors to be on the same device, but found at least two devices, ",
-                  c10::Device(kType, device), " and ", c10::Device(kType, i), "!");
-      device = i;
-    } else if (t.dim() > 0) {
-      host_tensor = true;
-    }
-  }
-};
-
-at::Tensor to_cpu(const at::Tensor& t, c10::SmallVector<Viewed, 8>& viewed) {
-  if (!t.defined() || t.device().type() != kType) return t;
-  at::Tensor v = cpu_view(t);
-  viewed.push_back({v, t});
-  return v;
 }
 
 bool is_generator_slot(const c10::Argument& a) {
@@ -56,68 +27,51 @@ bool is_generator_slot(const c10::Argument& a) {
   return type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
 }
 
-at::Tensor back(const at::Tensor& t, c10::DeviceIndex device, const c10::SmallVector<Viewed, 8>& viewed) {
-  if (!t.defined() || t.device().type() == kType) return t;
-  for (const auto& v : viewed) {
-    if (v.view.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return v.original;  // in-place / out=: the argument itself
-  }
-  return as_device(t, device);
-}
-
-void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;  // CUDA graph capture (graph.cpp)
+void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto& args = schema.arguments();
   const size_t n = args.size();
   const size_t base = stack->size() - n;
 
-  Scan scan;
-  for (size_t i = 0; i < n; ++i) {
-    const c10::IValue& v = (*stack)[base + i];
-    if (v.isTensor()) {
-      scan.see(v.toTensor());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) scan.see(t);
-    } else if (v.isOptionalTensorList()) {
-      for (const auto& t : v.toOptionalTensorList()) {
-        const std::optional<at::Tensor> o = t;
-        if (o.has_value()) scan.see(*o);
-      }
-    }
-  }
-  if (scan.device < 0) scan.device = current_device();
-  TORCH_CHECK(!scan.host_tensor || mixes_devices(schema.operator_name()),
-              "Expected all tensors to be on the same device, but found at least two devices, ",
-              c10::Device(kType, scan.device), " and cpu! (when checking arguments for ", schema.name(), ")");
-  if (schema.name() == "aten::nonzero" || schema.name() == "aten::masked_select") synchronizing(schema.name().c_str());
-
-  c10::SmallVector<Viewed, 8> viewed;
+  // one pass: check the devices as a GPU does and turn device tensors into CPU views of their memory
+  Call call;
+  c10::SmallVector<size_t, 2> generators;  // None generator slots: the device's generator, once the device is known
   for (size_t i = 0; i < n; ++i) {
     c10::IValue& v = (*stack)[base + i];
+    const c10::AliasInfo* alias = args[i].alias_info();
+    const bool written = alias != nullptr && alias->isWrite();
     if (v.isTensor()) {
-      v = to_cpu(v.toTensor(), viewed);
+      at::Tensor t = std::move(v).toTensor();
+      call.see(t);
+      v = call.view(t, written);
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> list;
-      for (const at::Tensor& t : v.toTensorList()) list.push_back(to_cpu(t, viewed));
+      for (const at::Tensor& t : v.toTensorList()) {
+        call.see(t);
+        list.push_back(call.view(t, written));
+      }
       v = std::move(list);
     } else if (v.isOptionalTensorList()) {
       c10::List<std::optional<at::Tensor>> list;
       for (const auto& t : v.toOptionalTensorList()) {
         const std::optional<at::Tensor> o = t;
-        list.push_back(o.has_value() ? std::optional<at::Tensor>(to_cpu(*o, viewed)) : std::nullopt);
+        if (o.has_value()) call.see(*o);
+        list.push_back(o.has_value() ? std::optional<at::Tensor>(call.view(*o, written)) : std::nullopt);
       }
       v = std::move(list);
     } else if (v.isNone() && is_generator_slot(args[i])) {
-      v = default_generator(scan.device);
+      generators.push_back(i);
     }
   }
+  call.settle(!call.host_tensor || mixes_devices(schema.operator_name()), schema.name().c_str());
+  for (const size_t i : generators) (*stack)[base + i] = default_generator(call.device);
 
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 
   // an out= argument the CPU kernel resized now lives in new memory: move it onto the device
-  for (const auto& v : viewed) {
+  for (const auto& v : call.viewed) {
     const at::Tensor& view = v.view;
-    if (view.storage().data() != v.original.storage().data() || view.sizes() != v.original.sizes()) {
+    if (v.written && (view.storage().data() != v.original.storage().data() || view.sizes() != v.original.sizes())) {
       at::Tensor original = v.original;
       original.resize_(view.sizes());
       if (view.strides() != original.strides()) original.as_strided_(view.sizes(), view.strides());
@@ -129,13 +83,20 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t i = stack->size() - m; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
     if (v.isTensor()) {
-      v = back(v.toTensor(), scan.device, viewed);
+      v = call.back(std::move(v).toTensor());  // moved: the CPU kernel's output held once
     } else if (v.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : v.toTensorList()) list.push_back(back(t, scan.device, viewed));
+      c10::List<at::Tensor> list = std::move(v).toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) list.set(j, call.back(list.extract(j)));
       v = std::move(list);
     }
   }
+}
+
+// operators whose output size depends on the data: CUDA synchronizes to learn it
+void synchronizing_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;
+  synchronizing(op.schema().name().c_str());
+  run(op, stack);
 }
 
 // operators that change a tensor's metadata in place: the CPU kernel would change the view's only
@@ -147,8 +108,19 @@ bool metadata_in_place(const std::string& name) {
 
 }  // namespace
 
+void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;  // CUDA graph capture (graph.cpp)
+  run(op, stack);
+}
+
 TORCH_LIBRARY_IMPL(_, CUDASHIM_KEY, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+}
+
+TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+  for (const char* op : {"nonzero", "nonzero.out", "masked_select", "masked_select.out"}) {
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&synchronizing_fallback>());
+  }
 }
 
 void register_structured_direct() {

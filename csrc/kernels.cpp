@@ -4,6 +4,7 @@
 #include "shim.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -74,6 +75,18 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 void record_stream(at::Tensor& /*self*/, c10::Stream /*stream*/) {}  // nothing is freed early
 
+// A 0-dim tensor holding a value (SDPA's masks make one per call): written on the host and adopted,
+// instead of an empty tensor and a fill_ through the dispatcher. Under capture: the graph's memory.
+at::Tensor scalar_tensor(const at::Scalar& s, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+  const auto i = index_of(device);
+  if (C10_UNLIKELY(capture_underway())) {
+    return at::empty({}, at::TensorOptions().dtype(dtype).device(kType, i)).fill_(s);
+  }
+  return as_device(at::detail::scalar_tensor_static(s, c10::dtype_or_default(dtype), c10::Device(c10::kCPU)), i);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
@@ -87,6 +100,7 @@ TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
   m.impl("set_.source_Tensor", at::native::set_tensor_);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("record_stream", record_stream);
+  m.impl("scalar_tensor", scalar_tensor);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);

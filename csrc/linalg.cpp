@@ -20,13 +20,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd(const at::Tensor& A, bool ful
   const auto index = A.device().index();
   auto [U, S, Vh] = at::_linalg_svd(host(A), full_matrices, compute_uv, driver);
   if (compute_uv) Vh = Vh.contiguous();
-  return {as_device(U, index), as_device(S, index), as_device(Vh, index)};
+  return {as_device(std::move(U), index), as_device(std::move(S), index), as_device(std::move(Vh), index)};
 }
 
 std::tuple<at::Tensor, at::Tensor> eig(const at::Tensor& A) {
   const auto index = A.device().index();
   auto [values, vectors] = at::linalg_eig(host(A));
-  return {as_device(values, index), as_device(vectors.contiguous(), index)};
+  return {as_device(std::move(values), index), as_device(vectors.contiguous(), index)};
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(const at::Tensor& input
   at::Tensor cy = f * host(cx) + i * n;
   at::Tensor hy = o * cy.tanh();
   at::Tensor ws = at::cat({i, f, n, o}, 1);
-  return {as_device(hy, index), as_device(cy, index), as_device(ws, index)};
+  return {as_device(std::move(hy), index), as_device(std::move(cy), index), as_device(std::move(ws), index)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(const OptT& grad_hy, const OptT& grad_cy,
@@ -56,8 +56,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(const OptT& gr
   at::Tensor grad_gates = at::cat({gi, gf, gn, go}, 1);
   at::Tensor grad_cx = gcy * f;
   at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
-  return {as_device(grad_gates, index), as_device(grad_cx, index),
-          grad_bias.defined() ? as_device(grad_bias, index) : grad_bias};
+  return {as_device(std::move(grad_gates), index), as_device(std::move(grad_cx), index),
+          grad_bias.defined() ? as_device(std::move(grad_bias), index) : grad_bias};
 }
 
 std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
@@ -76,7 +76,7 @@ std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& input_gates, const
   at::Tensor h = host(hx);
   at::Tensor hy = (h - n) * z + n;
   at::Tensor ws = at::cat({r, z, n, h, hc[2]}, 1);
-  return {as_device(hy, index), as_device(ws, index)};
+  return {as_device(std::move(hy), index), as_device(std::move(ws), index)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_backward(const at::Tensor& grad_hy,

@@ -59,7 +59,7 @@ Forward forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
   // the RNG state CUDA's flash returns (philox seed, offset), shaped as its meta function says; unused here
   at::Tensor seed = at::empty({2}, q.options().dtype(at::kUInt64));
   at::Tensor offset = at::empty({}, q.options().dtype(at::kUInt64));
-  return {laid_out_as(as_device(out, index), at::empty_like(q)),
+  return {laid_out_as(as_device(std::move(out), index), at::empty_like(q)),
           laid_out_as(as_device(lse, index), at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(lse.scalar_type()))),
           none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), seed, offset, none};
 }
@@ -72,8 +72,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad, 
   std::optional<at::Tensor> m = mask.defined() ? std::optional<at::Tensor>(host(mask)) : std::nullopt;
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, m, scale);
-  return {laid_out_as(as_device(dq, index), at::empty_like(q)), laid_out_as(as_device(dk, index), at::empty_like(k)),
-          laid_out_as(as_device(dv, index), at::empty_like(v))};
+  return {laid_out_as(as_device(std::move(dq), index), at::empty_like(q)), laid_out_as(as_device(std::move(dk), index), at::empty_like(k)),
+          laid_out_as(as_device(std::move(dv), index), at::empty_like(v))};
 }
 
 Forward flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout, bool causal,

@@ -49,7 +49,10 @@ void install_allocators();
 
 // views.cpp: the same memory seen from the other side
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);
-at::Tensor as_device(const at::Tensor& cpu, c10::DeviceIndex index);
+// A CPU kernel's output as a device tensor of `index`: its memory adopted where nothing else holds it,
+// its own TensorImpl turned into the device tensor where nothing else holds that (pass it moved);
+// `base`: the device storage of the argument the output is a view of.
+at::Tensor as_device(at::Tensor cpu, c10::DeviceIndex index, const c10::Storage* base = nullptr);
 // A CPU kernel's argument: a device tensor as a CPU view of its memory (not kept alive: the caller
 // holds the tensor for the call); any other tensor, or an undefined one, as it is.
 inline at::Tensor host(const at::Tensor& t) {

@@ -4,6 +4,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>
 
+#include <typeinfo>
+
 namespace cudashim {
 namespace {
 
@@ -23,6 +25,25 @@ at::Tensor wrap(c10::Storage storage, const at::Tensor& like, c10::DispatchKeySe
   return out;
 }
 
+// A CPU tensor with a device tensor's metadata copied as it is (sizes, strides, offset and the
+// contiguity flags already computed), over another storage: what one fallback call costs per argument.
+// Like the device tensor it is an inference tensor or not; if not, it shares its version counter
+// (the same memory: an in-place write through the view, Gloo's for instance, is a write to it).
+struct CpuView final : c10::TensorImpl {
+  CpuView(const c10::TensorImpl* from, c10::Storage storage)
+      : c10::TensorImpl(c10::DispatchKeySet(c10::DispatchKey::CPU), from->dtype(), c10::Device(c10::kCPU)) {
+    const bool tracked = from->key_set().has_any(c10::inplace_or_view_ks);
+    copy_tensor_metadata(from, this, tracked ? from->version_counter() : c10::VariableVersion(c10::VariableVersion::DISABLED),
+                         true);
+    constexpr auto cpu = c10::BackendComponent::CPUBit;
+    constexpr auto bits = c10::DispatchKeySet({c10::DispatchKey::Conjugate, c10::DispatchKey::Negative});
+    auto keys = c10::DispatchKeySet(c10::DispatchKey::CPU) | c10::getAutocastRelatedKeySetFromBackend(cpu) |
+                (from->key_set() & bits);
+    key_set_ = tracked ? keys | c10::getAutogradRelatedKeySetFromBackend(cpu) : keys;
+    storage_ = std::move(storage);
+    device_opt_ = c10::Device(c10::kCPU);
+  }
+};
 }  // namespace
 
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive) {
@@ -35,27 +56,48 @@ at::Tensor cpu_view(const at::Tensor& t, bool keep_alive) {
   // resizable through the plain CPU allocator: an out= argument a CPU kernel resizes gets new CPU
   // memory, which the fallback then moves back onto the device
   c10::Storage s(c10::Storage::use_byte_size_t(), st.nbytes(), std::move(dp), c10::GetCPUAllocator(), true);
-  return wrap(std::move(s), t, c10::DispatchKeySet(c10::DispatchKey::CPU));
+  return at::Tensor(c10::make_intrusive<CpuView>(t.unsafeGetTensorImpl(), std::move(s)));
 }
 
-at::Tensor as_device(const at::Tensor& cpu, c10::DeviceIndex index) {
-  const c10::Storage& st = cpu.storage();
-  auto* impl = st.unsafeGetStorageImpl();
-  c10::DataPtr dp;
-  const size_t nbytes = st.nbytes();
-  bool adopted = false;
-  if (st.use_count() == 1) {
-    // memory a CPU kernel allocated for its output, held by nothing else: it becomes device memory
-    dp = impl->set_data_ptr(c10::DataPtr());
-    adopted = adopt(dp, nbytes, index);
-    if (!adopted) impl->set_data_ptr_noswap(std::move(dp));
+at::Tensor as_device(at::Tensor cpu, c10::DeviceIndex index, const c10::Storage* base) {
+  c10::TensorImpl* t = cpu.unsafeGetTensorImpl();
+  // held by nothing else (a CPU kernel's fresh output, moved here): this TensorImpl becomes the device
+  // tensor itself, sizes, strides and flags as they are, instead of a new one built beside it
+  const bool own = cpu.use_count() == 1 && cpu.weak_use_count() == 1 && typeid(*t) == typeid(c10::TensorImpl) &&
+                   t->allow_tensor_metadata_change();
+  c10::Storage storage;
+  if (base != nullptr) {
+    storage = *base;  // a view of an argument: the argument's own device storage
+  } else {
+    const c10::Storage& st = cpu.storage();
+    auto* impl = st.unsafeGetStorageImpl();
+    const size_t nbytes = st.nbytes();
+    bool adopted = false;
+    if (st.use_count() == 1) {
+      // memory a CPU kernel allocated for its output, held by nothing else: it becomes device memory
+      c10::DataPtr dp = impl->set_data_ptr(c10::DataPtr());
+      adopted = adopt(dp, nbytes, index);
+      if (adopted && own) {  // the same StorageImpl, now the device's
+        impl->set_data_ptr_noswap(std::move(dp));
+        impl->set_allocator(device_allocator(index));
+        storage = st;
+      } else if (adopted) {
+        storage = c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(dp), device_allocator(index), true);
+      } else {
+        impl->set_data_ptr_noswap(std::move(dp));
+      }
+    }
+    if (!adopted) {
+      storage = c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
+                             keeping(impl->mutable_data(), impl, c10::Device(kType, index)), device_allocator(index), true);
+    }
   }
-  if (!adopted) {
-    void* data = impl->mutable_data();
-    dp = keeping(data, impl, c10::Device(kType, index));
+  if (own) {
+    t->set_storage_keep_dtype(std::move(storage));  // the device now comes from the storage
+    t->_change_backend_component_keys(c10::Device(kType, index));
+    return cpu;
   }
-  c10::Storage s(c10::Storage::use_byte_size_t(), nbytes, std::move(dp), device_allocator(index), true);
-  return wrap(std::move(s), cpu, c10::DispatchKeySet(kKey));
+  return wrap(std::move(storage), cpu, c10::DispatchKeySet(kKey));
 }
 
 }  // namespace cudashim
