@@ -62,8 +62,7 @@ def _one(
         v = v.repeat_interleave(hq // hk, dim=0)
     mask = allowed_mask(sq, sk, a.window, qi.device)
     row_ok = None if mask is None else mask.any(dim=-1)  # (sq,)
-    explicit = a.softcap > 0 or slopes is not None or a.want_lse or a.want_probs or a.dropout_p > 0
-    if not explicit:
+    if _plain(a):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=a.scale)
         if row_ok is not None and not bool(row_ok.all()):
             out = out.masked_fill(~row_ok.view(1, sq, 1), 0.0)
@@ -89,11 +88,57 @@ def _one(
     return out.transpose(0, 1).to(qi.dtype), lse.float(), p
 
 
+def _plain(a: Attn) -> bool:
+    """Nothing but masking: SDPA computes it (no softcap, ALiBi, LSE, probabilities or dropout)."""
+    return not (a.softcap > 0 or a.alibi_slopes is not None or a.want_lse or a.want_probs or a.dropout_p > 0)
+
+
+def _uniform(a: Attn, cu_q: list[int], lens_k: list[int], starts_k: list[int]) -> Optional[tuple[int, int]]:
+    """(sq, sk) when every sequence has sq queries and sk keys packed back to back (a decode step, or a
+    batch of equal prompts), else None."""
+    b = a.batch
+    if b < 2 or a.paged or not _plain(a) or cu_q[0] != 0:
+        return None
+    sq, sk = cu_q[1], lens_k[0]
+    if sq == 0 or sk == 0 or cu_q != list(range(0, (b + 1) * sq, sq)) or lens_k != [sk] * b:
+        return None
+    return (sq, sk) if starts_k == list(range(0, b * sk, sk)) else None
+
+
+def _batched(a: Attn, sq: int, sk: int) -> torch.Tensor:
+    """Every sequence of the same length: one SDPA call over the batch, the same masking as _one.
+
+    The same per-(sequence, head) products as the loop over sequences, in a few operators instead of
+    a few per sequence (a decode step of a serve loop runs this once per layer)."""
+    b, hq, hk = a.batch, a.q.shape[1], a.k.shape[1]
+    cdt = _compute_dtype(a.q.dtype)
+
+    def heads(t: torch.Tensor, n: int) -> torch.Tensor:  # (b*n, H, D) -> (b, H, n, D)
+        t = t[: b * n].view(b, n, t.shape[1], t.shape[2]).transpose(1, 2)
+        return t if t.dtype == cdt else t.to(cdt)
+
+    q, k, v = heads(a.q, sq), heads(a.k, sk), heads(a.v, sk)
+    if hk != hq:  # GQA/MQA: q head h reads kv head h // (hq // hk)
+        k = k.repeat_interleave(hq // hk, dim=1)
+        v = v.repeat_interleave(hq // hk, dim=1)
+    mask = allowed_mask(sq, sk, a.window, a.q.device)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=a.scale)
+    if mask is not None:
+        row_ok = mask.any(dim=-1)
+        if not bool(row_ok.all()):
+            out = out.masked_fill(~row_ok.view(1, 1, sq, 1), 0.0)
+    out = out.transpose(1, 2).reshape(b * sq, hq, v.shape[-1])
+    return out if out.dtype == a.q.dtype else out.to(a.q.dtype)
+
+
 def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
-    """Loop over sequences (host-side bookkeeping is free on CPU)."""
+    """Loop over sequences (host-side bookkeeping is free on CPU); one call when they are all alike."""
     cu_q = [int(x) for x in a.cu_q.tolist()]
     lens_k = [int(x) for x in a.key_lengths().tolist()]
     starts_k = [0] * len(lens_k) if a.cu_k is None else [int(x) for x in a.cu_k[:-1].tolist()]
+    uniform = _uniform(a, cu_q, lens_k, starts_k)
+    if uniform is not None:
+        return _batched(a, *uniform), None, None
     hq = a.q.shape[1]
     dv = a.v.shape[-1]
     out = a.q.new_empty(a.q.shape[0], hq, dv)
