@@ -63,7 +63,7 @@ class Program:
     repo: str                      # key of REPOS
     folder: str                    # folder of the repository the program runs in (its cwd)
     argv: tuple[str, ...]          # script and options common to both runs
-    cpu_args: tuple[str, ...]      # the program's own way to pick the CPU
+    cpu_args: tuple[str, ...] | None  # the program's own way to pick the CPU; None: it has none
     cuda_args: tuple[str, ...]     # ... and CUDA
     figures: str                   # regex; every match's groups are the figures compared
     rtol: float = 0.0              # 0: exactly equal
@@ -72,6 +72,7 @@ class Program:
     after: str = ""                # a program whose run directory this one reuses (a checkpoint)
     env: dict[str, str] = field(default_factory=dict)
     output_file: str = ""          # a file the program writes, read after its stdout for the figures
+    expect: tuple[str, ...] = ()   # no CPU run: the figures its CUDA run must print (in any order)
 
 
 def _words(seed: int, n_lines: int) -> str:
@@ -147,6 +148,8 @@ _NANOGPT_MODEL = ("--dataset=synthetic_char", "--out_dir=out", "--n_layer=2", "-
                   "--eval_interval=20", "--eval_iters=5", "--log_interval=5", "--warmup_iters=5",
                   "--lr_decay_iters=40", "--learning_rate=1e-3", "--compile=True")
 
+_DDP_TUTORIAL_LINES = tuple(f"[GPU{r}] Epoch {e} | Batchsize: 32 | Steps: 32" for r in (0, 1) for e in (0, 1))
+
 PROGRAMS: tuple[Program, ...] = (
     Program(
         "word_language_model (LSTM, torch.accelerator)", "pytorch-examples", "word_language_model",
@@ -210,6 +213,25 @@ PROGRAMS: tuple[Program, ...] = (
         ("--trainer.device=cpu",), (),
         rf"train loss {_NUM}|final score: (\d+/\d+)",
         env={"PYTHONPATH": "."}),
+    # DDP programs: without CUDA they train nothing (multigpu*.py spawn torch.cuda.device_count() = 0
+    # workers, ddp/example.py prints "Unable to locate sufficient 2 gpus"), and they print no figures
+    # of their training: their CUDA runs on two devices must print each rank's lines and exit 0
+    Program(
+        "ddp-tutorial-series multigpu.py (mp.spawn, nccl, 2 devices)", "pytorch-examples",
+        "distributed/ddp-tutorial-series", ("multigpu.py", "2", "1"), None, (),
+        r"(\[GPU\d\] Epoch \d \| Batchsize: \d+ \| Steps: \d+)", expect=_DDP_TUTORIAL_LINES,
+        env={"CUDASHIM_CPU_DEVICES": "2"}),
+    Program(
+        "ddp-tutorial-series multigpu_torchrun.py (torchrun, nccl, 2 devices)", "pytorch-examples",
+        "distributed/ddp-tutorial-series",
+        ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "multigpu_torchrun.py", "2", "1"),
+        None, (), r"(\[GPU\d\] Epoch \d \| Batchsize: \d+ \| Steps: \d+)", expect=_DDP_TUTORIAL_LINES,
+        env={"CUDASHIM_CPU_DEVICES": "2"}),
+    Program(
+        "ddp example.py (torchrun, torch.accelerator, 2 devices)", "pytorch-examples", "distributed/ddp",
+        ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "example.py"), None, (),
+        r"(training completed in rank \d!)", expect=("training completed in rank 0!", "training completed in rank 1!"),
+        env={"CUDASHIM_CPU_DEVICES": "2"}),
 )
 
 
