@@ -1,7 +1,7 @@
 """Issue 17's third-party "must show" on the emulated CUDA device: other projects' own CUDA-selecting
 test suites and unmodified CUDA-written programs, each against its own CPU run.
 
-    python benchmarks/third_party.py --setup                  # pip: pinned subjects + their sdists
+    python benchmarks/third_party.py --setup                  # pip: pinned subjects (+ tensorboard) + their sdists
     python benchmarks/third_party.py suites [NAME ...]        # minutes each (one at a time)
     python benchmarks/third_party.py programs --sources DIR [NAME ...]
 
@@ -38,7 +38,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from third_party_subjects import PROGRAMS, REPOS, SUITES, Program, Suite, figures  # noqa: E402
+from third_party_subjects import PROGRAM_PINS, PROGRAMS, REPOS, SUITES, Program, Suite, figures  # noqa: E402
 
 __all__ = ["main"]
 
@@ -60,9 +60,10 @@ def _env(shim: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def setup() -> None:
-    """Installs the pinned suites (after torch, which they find already installed) and fetches their sdists."""
+    """Installs the pinned suites and what the programs import (after torch, which they find already
+    installed) and fetches the suites' sdists."""
     pins = [s.pin for s in SUITES]
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *pins], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *pins, *PROGRAM_PINS], check=True)
     CACHE.mkdir(parents=True, exist_ok=True)
     for pin in pins:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["Suite", "Program", "SUITES", "PROGRAMS", "REPOS"]
+__all__ = ["Suite", "Program", "SUITES", "PROGRAMS", "REPOS", "PROGRAM_PINS"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,10 @@ REPOS: dict[str, tuple[str, str]] = {
     "pytorch-examples": ("https://github.com/pytorch/examples", "77f55b912142e11fcfdf5b530231fb9c52f181e8"),
     "nanoGPT": ("https://github.com/karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"),
     "minGPT": ("https://github.com/karpathy/minGPT", "37baab71b9abea1b76ab957409a1cc2fbfba8a26"),
+    "makemore": ("https://github.com/karpathy/makemore", "988aa59e4d8fefa526d06f3b453ad116258398d4"),
 }
+# what the programs import beyond torch and numpy (makemore logs through torch.utils.tensorboard)
+PROGRAM_PINS: tuple[str, ...] = ("tensorboard==2.21.0",)
 
 
 @dataclass(frozen=True)
@@ -213,6 +216,13 @@ PROGRAMS: tuple[Program, ...] = (
         ("--trainer.device=cpu",), (),
         rf"train loss {_NUM}|final score: (\d+/\d+)",
         env={"PYTHONPATH": "."}),
+    Program(
+        "makemore (transformer, --device cuda)", "makemore", ".",
+        # the names.txt the repository ships; samples printed at steps 200 and 400 draw from the device's
+        # generator on cuda and from the CPU's on the CPU (as on a GPU), so only the losses are compared
+        ("makemore.py", "--max-steps", "500", "--num-workers", "0", "-o", "out"),
+        ("--device", "cpu"), ("--device", "cuda"),
+        rf"step \d+ \| loss {_NUM}"),
     # DDP programs: without CUDA they train nothing (multigpu*.py spawn torch.cuda.device_count() = 0
     # workers, ddp/example.py prints "Unable to locate sufficient 2 gpus"), and they print no figures
     # of their training: their CUDA runs on two devices must print each rank's lines and exit 0
