@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["Suite", "Program", "SUITES", "PROGRAMS", "REPOS"]
+__all__ = ["Suite", "Program", "SUITES", "PROGRAMS", "REPOS", "PROGRAM_PINS"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,10 @@ REPOS: dict[str, tuple[str, str]] = {
     "pytorch-examples": ("https://github.com/pytorch/examples", "77f55b912142e11fcfdf5b530231fb9c52f181e8"),
     "nanoGPT": ("https://github.com/karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"),
     "minGPT": ("https://github.com/karpathy/minGPT", "37baab71b9abea1b76ab957409a1cc2fbfba8a26"),
+    "makemore": ("https://github.com/karpathy/makemore", "988aa59e4d8fefa526d06f3b453ad116258398d4"),
 }
+# what the programs import beyond torch and numpy (makemore logs through torch.utils.tensorboard)
+PROGRAM_PINS: tuple[str, ...] = ("tensorboard==2.21.0",)
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class Program:
     repo: str                      # key of REPOS
     folder: str                    # folder of the repository the program runs in (its cwd)
     argv: tuple[str, ...]          # script and options common to both runs
-    cpu_args: tuple[str, ...]      # the program's own way to pick the CPU
+    cpu_args: tuple[str, ...] | None  # the program's own way to pick the CPU; None: it has none
     cuda_args: tuple[str, ...]     # ... and CUDA
     figures: str                   # regex; every match's groups are the figures compared
     rtol: float = 0.0              # 0: exactly equal
@@ -72,6 +75,7 @@ class Program:
     after: str = ""                # a program whose run directory this one reuses (a checkpoint)
     env: dict[str, str] = field(default_factory=dict)
     output_file: str = ""          # a file the program writes, read after its stdout for the figures
+    expect: tuple[str, ...] = ()   # no CPU run: the figures its CUDA run must print (in any order)
 
 
 def _words(seed: int, n_lines: int) -> str:
@@ -95,6 +99,32 @@ def make_wikitext_like(cwd: Path) -> None:
     d.mkdir(exist_ok=True)
     for split, seed, n in (("train", 1, 1500), ("valid", 2, 150), ("test", 3, 150)):
         (d / f"{split}.txt").write_text(_words(seed, n))
+
+
+def make_cora_like(cwd: Path) -> None:
+    """gat/main.py reads ./cora/cora.content (`<paper id> <0/1 word flags…> <class>` per line) and
+    ./cora/cora.cites (`<cited id> <citing id>`), downloading Cora only when they are absent. It splits
+    the nodes 1200 test / 400 validation / the rest training, so 1800 nodes; words and citations
+    follow the class, so there is something to learn."""
+    rng = random.Random(5)
+    n_nodes, n_words, classes = 1800, 120, ("Case_Based", "Neural_Networks", "Theory", "Rule_Learning")
+    ids = rng.sample(range(1000, 10**6), n_nodes)
+    label = [rng.randrange(len(classes)) for _ in ids]
+    d = cwd / "cora"
+    d.mkdir(exist_ok=True)
+    lines = []
+    for pid, c in zip(ids, label):
+        words = ["1" if rng.random() < (0.3 if w % len(classes) == c else 0.05) else "0" for w in range(n_words)]
+        lines.append(f"{pid}\t" + "\t".join(words) + f"\t{classes[c]}")
+    (d / "cora.content").write_text("\n".join(lines) + "\n")
+    by_class = [[p for p, c in zip(ids, label) if c == k] for k in range(len(classes))]
+    cites = set()
+    for pid, c in zip(ids, label):
+        for _ in range(3):
+            other = rng.choice(by_class[c] if rng.random() < 0.8 else ids)
+            if other != pid:
+                cites.add((other, pid))
+    (d / "cora.cites").write_text("".join(f"{a}\t{b}\n" for a, b in sorted(cites)))
 
 
 def make_char_dataset(cwd: Path) -> None:
@@ -121,6 +151,8 @@ _NANOGPT_MODEL = ("--dataset=synthetic_char", "--out_dir=out", "--n_layer=2", "-
                   "--eval_interval=20", "--eval_iters=5", "--log_interval=5", "--warmup_iters=5",
                   "--lr_decay_iters=40", "--learning_rate=1e-3", "--compile=True")
 
+_DDP_TUTORIAL_LINES = tuple(f"[GPU{r}] Epoch {e} | Batchsize: 32 | Steps: 32" for r in (0, 1) for e in (0, 1))
+
 PROGRAMS: tuple[Program, ...] = (
     Program(
         "word_language_model (LSTM, torch.accelerator)", "pytorch-examples", "word_language_model",
@@ -142,11 +174,17 @@ PROGRAMS: tuple[Program, ...] = (
         ("main.py", "--data", "synthetic-corpus", "--model", "Transformer", "--emsize", "64", "--nhid", "64",
          "--epochs", "2", "--dropout", "0", "--lr", "1", "--log-interval", "10", "--save", "model.pt"),
         (), ("--accel",),
+        # --lr 1: the default lr 20 makes this Transformer diverge (valid ppl 3e7) on the CPU too
         r"loss +(\d+\.\d+) \| (?:valid |test )?ppl +(\d+\.\d+)",
-        rtol=1e-3,
-        why_rtol="native_layer_norm on the device differs from the CPU's by about one ulp (open defect); "
-                 "--lr 1 because the default lr 20 makes this Transformer diverge on the CPU too",
         make_data=make_wikitext_like),
+    Program(
+        "gat (torch.accelerator)", "pytorch-examples", "gat",
+        # dropout 0: on cuda it draws from the device's own generator, on the CPU from the CPU's
+        ("main.py", "--epochs", "40", "--val-every", "5", "--hidden-dim", "16", "--num-heads", "4",
+         "--dropout-p", "0"),
+        ("--no-accel",), (),
+        rf"(?:loss_train|acc_train|loss_val|acc_val|loss|accuracy):? {_NUM}",
+        make_data=make_cora_like),
     Program(
         "nanoGPT train.py (torch.compile, float32)", "nanoGPT", ".",
         ("train.py", *_NANOGPT_MODEL, "--dtype=float32"),
@@ -167,9 +205,10 @@ PROGRAMS: tuple[Program, ...] = (
         ("sample.py", "--out_dir=out", "--num_samples=2", "--max_new_tokens=60", "--top_k=1",
          "--compile=True", "--dtype=float32"),
         ("--device=cpu",), ("--device=cuda",),
-        r"(?s)(.+)",
+        r"(?s)Loading meta from [^\n]*\n(.+)",  # the samples (the lines before echo the options)
         after="nanoGPT train.py (torch.compile, float32)"),
     Program(
+        # equal only once the device runs the CPU's native_layer_norm (README: the layer-norm ulp)
         "minGPT projects/adder (trainer device auto)", "minGPT", ".",
         ("projects/adder/adder.py", "--trainer.max_iters=501", "--trainer.num_workers=0",
          "--model.embd_pdrop=0.0", "--model.resid_pdrop=0.0", "--model.attn_pdrop=0.0",
@@ -177,6 +216,32 @@ PROGRAMS: tuple[Program, ...] = (
         ("--trainer.device=cpu",), (),
         rf"train loss {_NUM}|final score: (\d+/\d+)",
         env={"PYTHONPATH": "."}),
+    Program(
+        "makemore (transformer, --device cuda)", "makemore", ".",
+        # the names.txt the repository ships; samples printed at steps 200 and 400 draw from the device's
+        # generator on cuda and from the CPU's on the CPU (as on a GPU), so only the losses are compared
+        ("makemore.py", "--max-steps", "500", "--num-workers", "0", "-o", "out"),
+        ("--device", "cpu"), ("--device", "cuda"),
+        rf"step \d+ \| loss {_NUM}"),
+    # DDP programs: without CUDA they train nothing (multigpu*.py spawn torch.cuda.device_count() = 0
+    # workers, ddp/example.py prints "Unable to locate sufficient 2 gpus"), and they print no figures
+    # of their training: their CUDA runs on two devices must print each rank's lines and exit 0
+    Program(
+        "ddp-tutorial-series multigpu.py (mp.spawn, nccl, 2 devices)", "pytorch-examples",
+        "distributed/ddp-tutorial-series", ("multigpu.py", "2", "1"), None, (),
+        r"(\[GPU\d\] Epoch \d \| Batchsize: \d+ \| Steps: \d+)", expect=_DDP_TUTORIAL_LINES,
+        env={"CUDASHIM_CPU_DEVICES": "2"}),
+    Program(
+        "ddp-tutorial-series multigpu_torchrun.py (torchrun, nccl, 2 devices)", "pytorch-examples",
+        "distributed/ddp-tutorial-series",
+        ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "multigpu_torchrun.py", "2", "1"),
+        None, (), r"(\[GPU\d\] Epoch \d \| Batchsize: \d+ \| Steps: \d+)", expect=_DDP_TUTORIAL_LINES,
+        env={"CUDASHIM_CPU_DEVICES": "2"}),
+    Program(
+        "ddp example.py (torchrun, torch.accelerator, 2 devices)", "pytorch-examples", "distributed/ddp",
+        ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "example.py"), None, (),
+        r"(training completed in rank \d!)", expect=("training completed in rank 0!", "training completed in rank 1!"),
+        env={"CUDASHIM_CPU_DEVICES": "2"}),
 )
 
 

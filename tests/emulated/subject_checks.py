@@ -142,3 +142,29 @@ def compiled_attention_trains() -> None:
     (want * want.detach()).sum().backward()
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(xc.grad, xe.grad, atol=1e-5, rtol=1e-4)
+
+
+@check
+def ddp_trains_past_its_first_step() -> None:
+    # DDP samples its timing statistics from its second iteration on, through a timer registered for
+    # its parameters' device type (pytorch/examples' ddp-tutorial-series/multigpu.py stopped there)
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2).cuda()
+        ddp = DDP(model, device_ids=[torch.cuda.current_device()])
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        x = torch.ones(3, 4, device="cuda")
+        b0 = model.bias.detach().cpu()
+        for _ in range(3):
+            opt.zero_grad()
+            ddp(x).sum().backward()
+            opt.step()
+        # each step: d(sum(Wx+b))/db = 3 per output, so b moved by 3 * 0.1 three times
+        assert model.bias.is_cuda
+        torch.testing.assert_close(model.bias.detach().cpu(), b0 - 0.9)
+    finally:
+        dist.destroy_process_group()

@@ -9,7 +9,7 @@ from emulated_run import run_checks
 
 CHECK_NAMES = ["lstm_on_device", "gru_on_device", "checkpoint_of_cuda_tensors_loads_on_cuda", "deepcopy_of_cuda_module",
                "svd_and_eig_layouts_are_cuda_layouts", "attention_keeps_its_mask", "compiled_attention",
-               "compiled_attention_trains"]
+               "compiled_attention_trains", "ddp_trains_past_its_first_step"]
 
 
 @pytest.fixture(scope="module")
