@@ -16,13 +16,19 @@ from typing import Any, Callable
 __all__ = ["bind", "flat_collectives", "named_groups"]
 
 
-def flat_collectives(dist: Any, host: Callable[[Any], Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+def flat_collectives(dist: Any, host: Callable[[Any], Any],
+                     native: Callable[..., Any] | None = None) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """all_gather_into_tensor and reduce_scatter_tensor as NCCL takes them (flat or stacked buffers), built
-    from Gloo's all_gather and all_reduce on host(tensor): the CPU view of a device tensor's memory."""
+    from Gloo's all_gather and all_reduce on host(tensor): the CPU view of a device tensor's memory.
+    native: the torch function that gathers a dim-0 concatenation itself (Gloo's _allgather_base), kept
+    for that layout (FSDP2's all-gathers)."""
     all_gather, all_reduce = dist.all_gather, dist.all_reduce
 
     def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None, async_op: bool = False) -> Any:
         world = dist.get_world_size(group)
+        if native is not None and input_tensor.dim() > 0 and output_tensor.shape[1:] == input_tensor.shape[1:] \
+                and output_tensor.shape[0] == world * input_tensor.shape[0]:
+            return native(output_tensor, input_tensor, group, async_op)
         out, inp = host(output_tensor), host(input_tensor)
         parts = [p.view(inp.shape) for p in out.reshape(world, -1).unbind(0)]  # views: written in place
         return all_gather(parts, inp, group=group, async_op=async_op)
@@ -102,7 +108,7 @@ def bind(b: Any, torch: Any, core: Any) -> None:
         return x
 
     c10d = dist.distributed_c10d
-    all_gather_into_tensor, reduce_scatter_tensor = flat_collectives(dist, host)
+    all_gather_into_tensor, reduce_scatter_tensor = flat_collectives(dist, host, getattr(c10d, "all_gather_single", None))
     # all_gather_single is torch 2.13's name (all_gather_into_tensor and _all_gather_base call it);
     # SyncBatchNorm's NCCL branch gathers into a (1, world * n) buffer with it
     gathers = [n for n in ("all_gather_into_tensor", "all_gather_single", "_all_gather_base") if hasattr(c10d, n)]

@@ -17,8 +17,8 @@ observe of the group is what a GPU answers, so code written for NCCL takes its N
   "nccl" group).
 
 The truth stays where a lie would make a program do what cannot work: the backend object under the
-name, pg._get_backend(torch.device("cuda")), is Gloo's (not an instance of dist.ProcessGroupNCCL,
-without NCCL-only methods); c10d's own module still says NCCL is absent, so torch's internals never
+name, pg._get_backend(torch.device("cuda")), is Gloo's (not an instance of dist.ProcessGroupNCCL;
+its NCCL-only methods, comm_split_count and the like, raise CapabilityError); c10d's own module still says NCCL is absent, so torch's internals never
 reach for NCCL-only C++ APIs; constructing dist.ProcessGroupNCCL directly and torch.cuda.nccl's
 collectives (which call NCCL's C API) raise CapabilityError naming the way out.
 """
@@ -44,6 +44,30 @@ _NCCL_TIMEOUT = timedelta(minutes=10)
 
 _WAY_OUT = ("create the group with torch.distributed.init_process_group(\"nccl\") or new_group(backend=\"nccl\") "
             "(Gloo underneath on the emulated device) and use torch.distributed's collectives")
+
+
+# ProcessGroupNCCL's own methods and properties (torch/_C/_distributed_c10d.pyi). Asked of the Gloo
+# backend under an "nccl" group they raise an error that is a CapabilityError and an AttributeError,
+# so hasattr() probes (torch's split_group asks for comm_split_count) still say False.
+_NCCL_ONLY = frozenset({
+    "comm_split_count", "perform_nocolor_split", "_group_start", "_group_end", "_start_time_estimate",
+    "_end_time_estimate", "_add_ephemeral_timeout", "_verify_work_timeout", "register_mem_pool",
+    "deregister_mem_pool", "_is_initialized", "uid", "_shutdown", "get_build_nccl_version", "get_runtime_nccl_version",
+})
+
+
+class _NCCLOnlyAttribute(CapabilityError, AttributeError):
+    """A ProcessGroupNCCL-only attribute asked of the Gloo backend that serves an "nccl" group."""
+
+
+def _gloo_getattr(self: Any, attr: str) -> Any:
+    if attr in _NCCL_ONLY:
+        raise _NCCLOnlyAttribute(
+            f"{type(self).__name__}.{attr} is ProcessGroupNCCL's, not available on cpu: an \"nccl\" group's backend "
+            "(pg._get_backend(torch.device(\"cuda\"))) is Gloo's on the emulated cuda device, with no NCCL "
+            "communicator (capability 'collective_backend'); skip NCCL-only calls when the backend is not an "
+            "instance of torch.distributed.ProcessGroupNCCL, and use torch.distributed's collectives")
+    raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
 
 
 def _refuse(api: str) -> NoReturn:
@@ -122,6 +146,8 @@ def bind(b: Any, torch: Any) -> None:
     # ProcessGroupNCCL), which must keep saying there is no NCCL C++ backend to reach for.
     b.bind(dist, "is_nccl_available", _true, "torch.distributed.is_nccl_available", "aliased")
     b.bind(dist, "ProcessGroupNCCL", ProcessGroupNCCL)
+    if hasattr(dist, "ProcessGroupGloo"):
+        b.bind(dist.ProcessGroupGloo, "__getattr__", _gloo_getattr)  # only reached for names Gloo lacks
     for mod in (c10d, dist.constants):
         b.bind(mod, "default_pg_nccl_timeout", _NCCL_TIMEOUT)
     b.bind(nccl, "version", _version, "torch.cuda.nccl.version", "aliased")
