@@ -1,4 +1,4 @@
-"""Helpers the alias steps share (cpu.py, npu.py): binding with exact undo, backend-name translation.
+"""Helpers the alias steps share (cpu.py, npu.py): binding with exact undo.
 
 Nothing here knows which platform it serves.
 Every attribute an alias layer replaces goes through Bindings.bind(), the one place where the
@@ -8,10 +8,9 @@ otherwise, so the report costs nothing when off).
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
-__all__ = ["Bindings", "translate_backend", "wrap_args", "when_imported"]
+__all__ = ["Bindings", "when_imported"]
 
 # the one import hook's: aliases register post-import callbacks there, as patches do
 from ..importhook import when_imported  # noqa: E402
@@ -71,45 +70,3 @@ class Bindings:
         return len(self._saved)
 
 
-def translate_backend(backend: Any, mapping: dict[str, str]) -> Any:
-    """Rewrite a process-group backend: "nccl" -> mapping["nccl"]; "cpu:gloo,cuda:nccl" forms too.
-
-    A device-keyed string whose backends all become one name collapses to that name ("gloo").
-    """
-    if backend is None:
-        return None
-    text = str(backend)
-    low = text.lower()
-    if ":" not in low:
-        return mapping.get(low, backend)
-    pairs = []
-    for part in low.split(","):
-        dev, _, be = part.strip().partition(":")
-        pairs.append((dev.strip(), mapping.get(be.strip(), be.strip())))
-    names = {be for _, be in pairs}
-    if len(names) == 1:
-        return names.pop()
-    seen: dict[str, str] = {}
-    for dev, be in pairs:
-        seen.setdefault(dev, be)
-    return ",".join(f"{d}:{b}" for d, b in seen.items())
-
-
-def wrap_args(fn: Callable[..., Any], rules: dict[str, tuple[int | None, Callable[[Any], Any]]]) -> Callable[..., Any]:
-    """fn with some arguments transformed: rules maps a parameter name to (its positional index
-    counting from 0, or None if keyword-only; the transform). Used where calls are rare
-    (init_process_group, DDP construction), so clarity beats speed here.
-    """
-    by_index = {i: (n, t) for n, (i, t) in rules.items() if i is not None}
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if by_index and args:
-            args = tuple(by_index[i][1](a) if i in by_index else a for i, a in enumerate(args))
-        for name, (_, transform) in rules.items():
-            if name in kwargs:
-                kwargs[name] = transform(kwargs[name])
-        return fn(*args, **kwargs)
-
-    wrapper.__cudashim_wrapped__ = fn  # type: ignore[attr-defined]
-    return wrapper

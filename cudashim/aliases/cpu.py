@@ -2,10 +2,9 @@
 `import torch` (the import hook calls install() through cudashim.aliases).
 
 Nothing is renamed: `cuda:N` tensors live in host memory, run PyTorch's CPU kernels, and behave as
-CUDA's do (DESIGN.md section 5). What stays here is what the device itself cannot say:
+CUDA's do (DESIGN.md section 5); NCCL groups are Gloo groups that answer as NCCL's
+(emulated/nccl.py). What stays here is what the device itself cannot say:
 
-* NCCL is Gloo: the backend names of init_process_group / new_group ("nccl", "cpu:gloo,cuda:nccl")
-  name Gloo, whose collectives the device's core runs on cuda tensors (_distributed.py);
 * library probes that must see the truth (TileLang's target detection) see torch's real
   is_available() (probes.py);
 * loud limits for what is not emulated (_cpu_limits.py): CUDA C++ extensions, symmetric memory,
@@ -22,7 +21,6 @@ from typing import Any
 from .. import _state, emulated
 from . import _cpu_limits, probes
 from ._common import Bindings, when_imported
-from ._distributed import bind_distributed
 
 __all__ = ["install", "uninstall", "installed"]
 
@@ -44,7 +42,6 @@ def install() -> None:
     real_is_available = torch.cuda.is_available  # library probes see the truth (DESIGN.md section 5)
     try:
         _device = emulated.install(_bindings, when_imported=when_imported)
-        bind_distributed(_bindings, torch, {"nccl": "gloo"})
         probes.install("cpu", real_is_available)
         _cpu_limits.bind_lazy(_bindings, installed)
     except BaseException:

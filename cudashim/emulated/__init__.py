@@ -41,7 +41,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     import torch
 
     from .. import visibility
-    from . import accelerator, compile, cpu_build, distributed, graphs, streams
+    from . import accelerator, compile, cpu_build, distributed, graphs, nccl, streams
     from .cuda import DeviceModule, nvtx_table
     from .host import host_properties, mem_get_info
     from .memory import bind_storage_resize
@@ -78,6 +78,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     cpu_build.bind(bindings, torch, dm.index)  # storages, legacy types, DataParallel's comm
     compile.bind(bindings, installed, when_imported)
     distributed.bind(bindings, torch, mod)
+    nccl.bind(bindings, torch)  # NCCL groups are Gloo groups that answer as NCCL's
     bind_storage_resize(bindings, torch, mod)  # FSDP2 frees and re-allocates parameters this way
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
     return dm

@@ -176,8 +176,11 @@ TABLE: tuple[Capability, ...] = (
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "NCCL, min/max CTAs = CUDASHIM_NCCL_NUM_SMS"),
          ascend=Entry(E, RAISE_CONSTRUCTION, "L1s", "NCCL becomes HCCL; HCCL_* buffer/timeout/port defaults (nano-vllm "
                "TP=2 ran on simulated HCCL groups, Gloo underneath; never on real HCCL)"),
-         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP); the device's core hands Gloo "
-                   "CPU views of cuda tensors, flat all_gather_into_tensor/reduce_scatter_tensor included")),
+         cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "NCCL becomes Gloo (host-side TCP) under NCCL's name: get_backend(), "
+                   "get_backend_config(), ProcessGroup.name() answer as on a GPU, ProcessGroupNCCL.Options are accepted "
+                   "(Gloo ignores them); the device's core hands Gloo CPU views of cuda tensors, flat "
+                   "all_gather_into_tensor/reduce_scatter_tensor included; ProcessGroupNCCL(...) and torch.cuda.nccl's "
+                   "collectives raise")),
     _cap("flash_attention", "flash attention", "flash_attn",
          nvidia=Entry(N, RAISE_CALL, "L3", "flash_attn when installed; a portable stand-in when it is not (cudashim.npu_ops "
                "on PyTorch's flash kernel and Triton paged kernels, checked on an H200)"),

@@ -505,7 +505,7 @@ pair("DataLoader pin_memory=True", "every training script", lambda: _dataloader(
 # ---- distributed ---------------------------------------------------------------------------------------
 
 
-def _pg(backend: str, fn: Callable[[], Any], **kw: Any) -> Any:
+def _pg(backend: str | None, fn: Callable[[], Any], **kw: Any) -> Any:
     import torch.distributed as dist
 
     dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, **kw)
@@ -513,6 +513,12 @@ def _pg(backend: str, fn: Callable[[], Any], **kw: Any) -> Any:
         return fn(), dist.get_backend()
     finally:
         dist.destroy_process_group()
+
+
+def _named(backend: str, cpu: Callable[[], Any]) -> Callable[[], Any]:
+    """The CPU twin of code on an NCCL group: run on Gloo, answering dist.get_backend() as the CUDA-written
+    code's group does on a GPU (the name it was given), not "gloo"."""
+    return lambda: (_pg("gloo", cpu)[0], backend)
 
 
 def _allreduce(dev: str) -> Any:
@@ -524,12 +530,15 @@ def _allreduce(dev: str) -> Any:
 
 
 pair("init_process_group('nccl') + all_reduce", "torchrun training", lambda: _pg("nccl", lambda: _allreduce("cuda")),
-     lambda: _pg("gloo", lambda: _allreduce("cpu")))
+     _named("nccl", lambda: _allreduce("cpu")))
 pair("backend 'cpu:gloo,cuda:nccl'", "torchtitan / FSDP2", lambda: _pg("cpu:gloo,cuda:nccl", lambda: _allreduce("cuda")),
-     lambda: _pg("gloo", lambda: _allreduce("cpu")))
+     _named("cpu:gloo,cuda:nccl", lambda: _allreduce("cpu")))
 pair("init_process_group(device_id=)", "torch>=2.3 eager init",
      lambda: _pg("nccl", lambda: _allreduce("cuda"), device_id=torch.device("cuda", 0)),
-     lambda: _pg("gloo", lambda: _allreduce("cpu")))
+     _named("nccl", lambda: _allreduce("cpu")))
+# no backend: the accelerator's default (NCCL for cuda); the group's name stays "undefined", as on a GPU
+pair("init_process_group() without backend", "torch>=2.3 examples", lambda: _pg(None, lambda: _allreduce("cuda")),
+     _named("undefined", lambda: _allreduce("cpu")))
 
 
 def _new_group(backend: str, dev: str) -> Any:
@@ -543,7 +552,7 @@ def _new_group(backend: str, dev: str) -> Any:
 
 
 pair("new_group(backend='nccl') + barrier(device_ids)", "Megatron parallel_state",
-     lambda: _pg("nccl", lambda: _new_group("nccl", "cuda")), lambda: _pg("gloo", lambda: _new_group("gloo", "cpu")))
+     lambda: _pg("nccl", lambda: _new_group("nccl", "cuda")), _named("nccl", lambda: (_new_group("gloo", "cpu")[0], "nccl")))
 pair("is_nccl_available", "launcher checks", lambda: __import__("torch.distributed").distributed.is_nccl_available(),
      lambda: True)
 
@@ -559,7 +568,7 @@ def _ddp(dev: str) -> Any:
 
 
 pair("DDP(device_ids=[local_rank])", "PyTorch DDP tutorial", lambda: _pg("nccl", lambda: _ddp("cuda")),
-     lambda: _pg("gloo", lambda: _ddp("cpu")))
+     _named("nccl", lambda: _ddp("cpu")))
 
 # ---- torch.compile -------------------------------------------------------------------------------------
 
@@ -591,9 +600,9 @@ def _fsdp(dev: str, pass_device: bool) -> Any:
 
 
 pair("FSDP(device_id=current_device())", "FSDP tutorial / HF accelerate",
-     lambda: _pg("nccl", lambda: _fsdp("cuda", True)), lambda: _pg("gloo", lambda: _fsdp("cpu", True)))
+     lambda: _pg("nccl", lambda: _fsdp("cuda", True)), _named("nccl", lambda: _fsdp("cpu", True)))
 pair("FSDP(model.cuda()) without device_id", "older FSDP scripts",
-     lambda: _pg("nccl", lambda: _fsdp("cuda", False)), lambda: _pg("gloo", lambda: _fsdp("cpu", False)))
+     lambda: _pg("nccl", lambda: _fsdp("cuda", False)), _named("nccl", lambda: _fsdp("cpu", False)))
 
 
 def _mesh_fully_shard(dev: str) -> Any:
@@ -607,7 +616,7 @@ def _mesh_fully_shard(dev: str) -> Any:
 
 
 pair("init_device_mesh('cuda') + fully_shard", "torchtitan FSDP2", lambda: _pg("nccl", lambda: _mesh_fully_shard("cuda")),
-     lambda: _pg("gloo", lambda: _mesh_fully_shard("cpu")))
+     _named("nccl", lambda: _mesh_fully_shard("cpu")))
 
 
 pair("Tensor.type('torch.cuda.HalfTensor')", "old fp16 scripts", lambda: _x(3).type("torch.cuda.HalfTensor"),

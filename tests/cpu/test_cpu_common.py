@@ -7,15 +7,7 @@ import types
 import pytest
 
 from cudashim import _state
-from cudashim.aliases._common import Bindings, translate_backend, wrap_args
-
-
-@pytest.mark.parametrize("backend, want", [
-    ("nccl", "gloo"), ("NCCL", "gloo"), ("gloo", "gloo"), (None, None), ("mpi", "mpi"),
-    ("cpu:gloo,cuda:nccl", "gloo"), ("cuda:nccl", "gloo"), ("cpu:gloo,cuda:mpi", "cpu:gloo,cuda:mpi"),
-])
-def test_translate_backend(backend, want) -> None:
-    assert translate_backend(backend, {"nccl": "gloo"}) == want
+from cudashim.aliases._common import Bindings
 
 
 def test_bindings_restore_exactly() -> None:
@@ -43,12 +35,6 @@ def test_bindings_restore_exactly() -> None:
     assert Child.__dict__["own"] is orig_own and mod.f is orig_f and not hasattr(mod, "new")
     assert len(b) == 0
     b.restore()  # idempotent
-
-
-def test_wrap_args_positional_and_keyword() -> None:
-    f = wrap_args(lambda a, b=None, *, c=None: (a, b, c), {"b": (1, str.upper), "c": (None, str.upper)})
-    assert f("x", "y", c="z") == ("x", "Y", "Z")
-    assert f("x", b="y") == ("x", "Y", None)
 
 
 def test_report_hook_wraps_only_when_enabled(monkeypatch, tmp_path) -> None:

@@ -28,7 +28,8 @@ def test_install_binds_and_uninstall_restores_every_original() -> None:
     for name in ("torch.cuda.is_available", "torch.cuda.set_device", "torch.cuda.Stream", "torch.cuda.mem_get_info",
                  "torch.cuda.memory.memory_stats", "torch.cuda.default_generators", "torch.cuda.nvtx.range_push",
                  "torch.cuda.CUDAGraph", "torch.cuda.FloatTensor", "torch.accelerator.current_accelerator",
-                 "UntypedStorage.__new__", "dist.init_process_group", "c10d.new_group"):
+                 "UntypedStorage.__new__", "c10d._new_process_group_helper", "dist.is_nccl_available",
+                 "dist.ProcessGroupNCCL", "dist.constants.default_pg_nccl_timeout", "torch.cuda.nccl.version"):
         assert name in r["changed"], name
     assert r["reinstall_changed"] == []
     assert r["left_changed"] == []

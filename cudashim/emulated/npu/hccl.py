@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..distributed import flat_collectives
+from ..distributed import flat_collectives, named_groups
 
 __all__ = ["register", "ProcessGroupHCCL"]
 
@@ -48,3 +48,8 @@ def register(torch: Any, core: Any) -> None:
     for ns in (dist.distributed_c10d, dist):
         ns.all_gather_into_tensor = all_gather_into_tensor
         ns.reduce_scatter_tensor = reduce_scatter_tensor
+    # an "hccl" group for npu only (init_process_group() picks it as the accelerator's default, or
+    # "npu:hccl") also needs the cpu backend the core's collectives reach Gloo through
+    c10d = dist.distributed_c10d
+    c10d._new_process_group_helper = named_groups(c10d, torch, c10d._new_process_group_helper, name="hccl",
+                                                  device="npu", made_as="hccl")

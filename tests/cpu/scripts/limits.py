@@ -35,6 +35,25 @@ def graph_replay():
 
 case("CUDAGraph capture + replay", graph_replay)
 
+import torch.distributed as dist  # noqa: E402
+
+# NCCL groups are Gloo groups (init_process_group("nccl") works); NCCL's own objects and C API do not exist
+case("ProcessGroupNCCL(...)", lambda: dist.ProcessGroupNCCL(dist.HashStore(), 0, 1, dist.ProcessGroupNCCL.Options()))
+case("torch.cuda.nccl.all_reduce", lambda: torch.cuda.nccl.all_reduce([torch.ones(2, device="cuda")]))
+
+
+def nccl_only_method():
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        backend = dist.group.WORLD._get_backend(torch.device("cuda"))
+        assert not hasattr(backend, "comm_split_count")  # a probe still says no
+        backend.comm_split_count()
+    finally:
+        dist.destroy_process_group()
+
+
+case("nccl group backend comm_split_count", nccl_only_method)
+
 import torch.distributed._symmetric_memory as symm  # noqa: E402
 
 case("symm_mem.empty", lambda: symm.empty(16, device="cuda"))

@@ -17,7 +17,8 @@ OWNERS = {
     "UntypedStorage": torch.UntypedStorage, "TypedStorage": torch.TypedStorage, "serialization": torch.serialization,
     "DeviceContext": torch.utils._device.DeviceContext, "autocast": torch.amp.autocast_mode.autocast,
     "cuda.amp.autocast": torch.cuda.amp.autocast, "GradScaler": torch.amp.grad_scaler.GradScaler,
-    "dist": torch.distributed, "c10d": torch.distributed.distributed_c10d,
+    "dist": torch.distributed, "c10d": torch.distributed.distributed_c10d, "torch.cuda.nccl": torch.cuda.nccl,
+    "dist.constants": torch.distributed.constants,
     "DDP": torch.nn.parallel.DistributedDataParallel, "torch.fft": torch.fft,
     "device_mesh": torch.distributed.device_mesh, "torch.accelerator": torch.accelerator,
 }
