@@ -123,7 +123,12 @@ TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
   }
 }
 
-void register_structured_direct() {
+// An operator with a CPU kernel and a composite one (structured, or CompositeExplicitAutograd) takes
+// the CPU kernel on the device: a CPU build fills the CUDA slot with the composite, which runs
+// its parts on the device one by one (three dispatches for a structured operator's out= wrapper) and
+// may compute differently (native_layer_norm's math_native_layer_norm differs from the CPU's fused
+// kernel by an ulp, so long trainings drifted from their CPU twins).
+void register_cpu_kernels_direct() {
   static std::unique_ptr<torch::Library> lib;
   if (lib) return;
   lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
@@ -132,7 +137,8 @@ void register_structured_direct() {
     if (name.name.rfind("aten::", 0) != 0 || metadata_in_place(name.name)) continue;
     auto h = dispatcher.findOp(name);
     if (!h || !h->hasSchema() || h->hasKernelForDispatchKey(kKey) || !h->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        !h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        !(h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) ||
         h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
       continue;
     }

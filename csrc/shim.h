@@ -62,7 +62,7 @@ inline at::Tensor host(const at::Tensor& t) {
 // hooks.cpp, sdpa.cpp
 void register_hooks();
 void register_sdpa_choice();
-void register_structured_direct();  // fallback.cpp: structured operators reach the fallback directly
+void register_cpu_kernels_direct();  // fallback.cpp: operators with a CPU kernel take it, not their composite
 void register_collectives();  // collectives.cpp: once torch.distributed is loaded
 
 // exit.cpp: at interpreter exit (atexit), the autograd device threads have let go of every backward

@@ -69,10 +69,6 @@ out["addr"] = diff([torch.addr(m, u, v, beta=0.3, alpha=1.7)],
 print(json.dumps(out))
 """
 
-_PENDING = pytest.mark.xfail(
-    strict=True,
-    reason="needs csrc/fallback.cpp's register_structured_direct to take operators with a "
-           "CompositeExplicitAutograd kernel too (the lead's file; branch third3's report gives the change)")
 
 
 def _last_json(code: str) -> object:
@@ -81,12 +77,10 @@ def _last_json(code: str) -> object:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@_PENDING
 def test_no_cpu_kernel_is_shadowed_by_a_composite_on_the_device() -> None:
     assert _last_json(COMPOSITE_SLOTS) == []
 
 
-@_PENDING
 def test_norms_and_addr_are_bit_identical_to_the_cpu() -> None:
     diffs = _last_json(SAME_BITS)
     assert diffs == {k: 0.0 for k in diffs}, diffs
