@@ -7,6 +7,7 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/set_native.h>
@@ -75,6 +76,29 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 void record_stream(at::Tensor& /*self*/, c10::Stream /*stream*/) {}  // nothing is freed early
 
+// Tensor.to / .cpu() / .float() of a device tensor: the CPU's _to_copy on a view of its memory, its
+// result the host tensor asked for, or adopted as the device's when it stays on the device (one
+// call instead of PyTorch's composite: an empty tensor and a copy_ through the dispatcher each).
+// Pinned targets, other devices and layouts, and anything under capture take the composite.
+at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                   std::optional<c10::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<c10::MemoryFormat> memory_format) {
+  const c10::Device to = device.value_or(self.device());
+  const bool plain = self.layout() == c10::kStrided && layout.value_or(c10::kStrided) == c10::kStrided &&
+                     !pin_memory.value_or(false) && !capture_underway();
+  if (plain && to.is_cpu()) {
+    synchronizing("copy");  // a device->host copy into pageable memory
+    return at::_to_copy(cpu_view(self, false), dtype, layout, to, pin_memory, false, memory_format);
+  }
+  if (plain && to.type() == kType && (!to.has_index() || to.index() == self.device().index())) {
+    const auto index = self.device().index();
+    return as_device(at::_to_copy(cpu_view(self, false), dtype, layout, c10::Device(c10::kCPU), std::nullopt, false,
+                                  memory_format),
+                     index);
+  }
+  return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
+}
+
 // A 0-dim tensor holding a value (SDPA's masks make one per call): written on the host and adopted,
 // instead of an empty tensor and a fill_ through the dispatcher. Under capture: the graph's memory.
 at::Tensor scalar_tensor(const at::Scalar& s, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
@@ -101,6 +125,7 @@ TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("record_stream", record_stream);
   m.impl("scalar_tensor", scalar_tensor);
+  m.impl("_to_copy", to_copy);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);

@@ -9,6 +9,8 @@
 // runs the same CPU flash kernel with it (the CPU's own result, bit for bit).
 #include "shim.h"
 
+#include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <ATen/native/transformers/attention.h>
@@ -40,10 +42,27 @@ int64_t choose(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
 
 // CUDA's flash operators return their output (and gradients) in the layout of their input and a
 // contiguous logsumexp, as the meta functions torch.compile traces with say; the CPU kernels pick
-// their own. Laid out as CUDA's, so compiled code that checks strides sees what it traced.
-at::Tensor laid_out_as(const at::Tensor& got, const at::Tensor& want) {
-  if (got.strides() == want.strides()) return got;
-  return want.copy_(got);
+// their own. Laid out as CUDA's, so compiled code that checks strides sees what it traced; copied
+// only where the CPU's layout differs (a serve loop's transposed q already gets q's).
+at::Tensor laid_out_like(at::Tensor got, const at::Tensor& input) {
+  // the strides empty_like(input) gives: input's own when dense, else the dense ones in its order
+  if (input.is_non_overlapping_and_dense() ? got.strides() == input.strides()
+                                           : got.strides() == c10::IntArrayRef(at::infer_dense_strides(input.sizes(), input.strides()))) {
+    return got;
+  }
+  return at::empty_like(input).copy_(got);
+}
+
+at::Tensor contiguous_lse(at::Tensor got) {
+  if (got.is_contiguous()) return got;
+  return at::empty(got.sizes(), got.options()).copy_(got);
+}
+
+// an output CUDA's operator returns and nothing here fills (the RNG state, the debug mask): made
+// straight from the device's allocator, not through the dispatcher
+at::Tensor unfilled(c10::IntArrayRef sizes, c10::ScalarType dtype, c10::DeviceIndex index) {
+  return capture_note(at::detail::empty_generic(sizes, device_allocator(index), c10::DispatchKeySet(kKey), dtype,
+                                                std::nullopt));
 }
 
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
@@ -55,12 +74,11 @@ Forward forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
   const auto index = q.device().index();
   std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(host(*mask)) : std::nullopt;
   auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(host(q), host(k), host(v), dropout, causal, m, scale);
-  at::Tensor none = at::empty({0}, q.options());
+  at::Tensor none = unfilled({0}, q.scalar_type(), index);
   // the RNG state CUDA's flash returns (philox seed, offset), shaped as its meta function says; unused here
-  at::Tensor seed = at::empty({2}, q.options().dtype(at::kUInt64));
-  at::Tensor offset = at::empty({}, q.options().dtype(at::kUInt64));
-  return {laid_out_as(as_device(std::move(out), index), at::empty_like(q)),
-          laid_out_as(as_device(lse, index), at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(lse.scalar_type()))),
+  at::Tensor seed = unfilled({2}, at::kUInt64, index);
+  at::Tensor offset = unfilled({}, at::kUInt64, index);
+  return {laid_out_like(as_device(std::move(out), index), q), contiguous_lse(as_device(std::move(lse), index)),
           none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), seed, offset, none};
 }
 
@@ -72,8 +90,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad, 
   std::optional<at::Tensor> m = mask.defined() ? std::optional<at::Tensor>(host(mask)) : std::nullopt;
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       host(grad), host(q), host(k), host(v), host(out), host(lse), dropout, causal, m, scale);
-  return {laid_out_as(as_device(std::move(dq), index), at::empty_like(q)), laid_out_as(as_device(std::move(dk), index), at::empty_like(k)),
-          laid_out_as(as_device(std::move(dv), index), at::empty_like(v))};
+  return {laid_out_like(as_device(std::move(dq), index), q), laid_out_like(as_device(std::move(dk), index), k),
+          laid_out_like(as_device(std::move(dv), index), v)};
 }
 
 Forward flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout, bool causal,
