@@ -33,10 +33,10 @@ from .distributed import named_groups
 
 __all__ = ["bind", "NCCL_VERSION", "ProcessGroupNCCL"]
 
-# What torch.cuda.nccl.version() answers: the NCCL release torch 2.9's CUDA 12 wheels pin. No NCCL
-# is loaded; the number is there for code that logs it or gates NCCL features on it, and every such
+# What torch.cuda.nccl.version() answers: the NCCL release torch 2.11+cu130 reports on an H200
+# (checked there; torch 2.13's CUDA wheels were not available to check). No NCCL is loaded; the number is there for code that logs it or gates NCCL features on it, and every such
 # feature it can reach (ProcessGroupNCCL options) is a tuning Gloo ignores.
-NCCL_VERSION = (2, 27, 5)
+NCCL_VERSION = (2, 28, 9)
 
 # ProcessGroupNCCL's default timeout (kProcessGroupNCCLDefaultTimeout); a CPU build has none, and
 # init_process_group("nccl") would warn and use Gloo's 30 minutes
