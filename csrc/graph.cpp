@@ -13,8 +13,8 @@
 //    a functional operator runs once so its outputs exist with their shapes, in memory only the
 //    graph uses; their contents are defined after a replay.
 //  * the graph's memory (every tensor a recorded call holds) is not given back until reset() or
-//    the graph's end; it counts in memory_allocated()/memory_reserved() meanwhile (the host
-//    allocator has no separate "reserved but free" state: see cudashim/emulated/graphs.py).
+//    the graph's end; it counts in memory_allocated()/memory_reserved() meanwhile (held tensors,
+//    not freed blocks of a private pool as on CUDA: see cudashim/emulated/graphs.py).
 //  * a synchronizing call (.item(), nonzero, a blocking or pageable host copy) raises CUDA's
 //    capture error and invalidates the capture; capture_end then fails as cudaStreamEndCapture does.
 //  * random operators: the device's default generators are graph-safe (registered at

@@ -18,6 +18,14 @@ py::dict stats(c10::DeviceIndex index) {
   d["freed_total"] = s.freed_total;
   d["num_alloc"] = s.num_alloc;
   d["num_free"] = s.num_free;
+  d["reserved"] = s.reserved;
+  d["reserved_peak"] = s.reserved_peak;
+  d["segments"] = s.segments;
+  d["segments_peak"] = s.segments_peak;
+  d["reserved_total"] = s.reserved_total;
+  d["released_total"] = s.released_total;
+  d["num_segment_alloc"] = s.num_segment_alloc;
+  d["num_segment_free"] = s.num_segment_free;
   return d;
 }
 
@@ -48,6 +56,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("check_index", [](int i) { return static_cast<int>(check_index(static_cast<c10::DeviceIndex>(i))); });
   m.def("stats", [](int i) { return stats(static_cast<c10::DeviceIndex>(i)); });
   m.def("reset_peak", [](int i) { reset_peak(static_cast<c10::DeviceIndex>(i)); });
+  m.def("empty_cache", &empty_cache);
   m.def("pinned_bytes", &pinned_bytes);
   m.def("default_generator", [](int i) { return default_generator(static_cast<c10::DeviceIndex>(i)); });
   m.def("cpu_view", [](const at::Tensor& t) { return cpu_view(t); }, "the CPU tensor over a device tensor's memory");

@@ -37,9 +37,12 @@ bool is_pinned_ptr(const void* ptr);
 struct DeviceStats {
   int64_t allocated = 0, allocated_peak = 0, allocations = 0, allocations_peak = 0;
   int64_t allocated_total = 0, freed_total = 0, num_alloc = 0, num_free = 0;
+  int64_t reserved = 0, reserved_peak = 0, segments = 0, segments_peak = 0;  // blocks held from the host
+  int64_t reserved_total = 0, released_total = 0, num_segment_alloc = 0, num_segment_free = 0;
 };
 DeviceStats device_stats(c10::DeviceIndex index);
 void reset_peak(c10::DeviceIndex index);
+void empty_cache();  // the cached blocks of every device go back to the host
 int64_t pinned_bytes();
 // A CPU kernel's output memory (from the CPU allocator) becomes device memory of `index` without a
 // copy: dp is re-owned (counted in the device's statistics, freed by the CPU allocator's deleter).

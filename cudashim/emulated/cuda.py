@@ -19,7 +19,7 @@ _SYNC_MODES = {"default": 0, "warn": 1, "error": 2}
 
 def distinct(fn: Any) -> Any:
     """fn as a function of its own. Dynamo keys its handlers of torch functions by function, and
-    equal bound methods (one method bound twice, memory_reserved = memory_allocated) collide."""
+    equal bound methods (one method bound under two names) collide."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)

@@ -1,9 +1,10 @@
 """torch.cuda's memory statistics, read from the emulated device's allocator (csrc/allocator.cpp).
 
-The allocator rounds every block to 512 bytes as CUDA's caching allocator does and caches nothing,
-so "reserved" equals "allocated", empty_cache() has nothing to give back, and the figures move by
-exactly what the program allocates. mem_get_info() is the host's (free, total): the device's memory
-is the host's memory.
+The allocator rounds every block to 512 bytes as CUDA's caching allocator does, so "allocated" moves
+by exactly what the program allocates; like CUDA's, it keeps freed blocks for the next allocation of
+about their size: they stay "reserved" until empty_cache() gives them back (or never, with
+PYTORCH_NO_CUDA_MEMORY_CACHING=1). Blocks are not split, so one pool ("large_pool") holds them all.
+mem_get_info() is the host's (free, total): the device's memory is the host's memory.
 """
 
 from __future__ import annotations
@@ -30,15 +31,17 @@ class MemoryTable:
         s = self._core.stats(self._index(device))
         nbytes = _stat(s["allocated"], s["allocated_peak"], s["allocated_total"], s["freed_total"])
         count = _stat(s["allocations"], s["allocations_peak"], s["num_alloc"], s["num_free"])
+        reserved = _stat(s["reserved"], s["reserved_peak"], s["reserved_total"], s["released_total"])
+        segments = _stat(s["segments"], s["segments_peak"], s["num_segment_alloc"], s["num_segment_free"])
         zero = _stat(0, 0, 0, 0)
         out: dict[str, Any] = {}
-        for name, value in (("allocated_bytes", nbytes), ("reserved_bytes", nbytes), ("active_bytes", nbytes),
-                            ("requested_bytes", nbytes), ("allocation", count), ("segment", count),
+        for name, value in (("allocated_bytes", nbytes), ("reserved_bytes", reserved), ("active_bytes", nbytes),
+                            ("requested_bytes", nbytes), ("allocation", count), ("segment", segments),
                             ("active", count), ("inactive_split", zero), ("inactive_split_bytes", zero)):
-            # one pool: attribute everything to "large_pool" would be a guess; "all" is the truth
+            # one pool (blocks are never split): everything in "large_pool"
             out[name] = {"all": dict(value), "large_pool": dict(value), "small_pool": dict(zero)}
-        out.update(num_alloc_retries=0, num_ooms=0, num_sync_all_streams=0, num_device_alloc=s["num_alloc"],
-                   num_device_free=s["num_free"], max_split_size=-1,
+        out.update(num_alloc_retries=0, num_ooms=0, num_sync_all_streams=0,
+                   num_device_alloc=s["num_segment_alloc"], num_device_free=s["num_segment_free"], max_split_size=-1,
                    oversize_allocations=dict(zero), oversize_segments=dict(zero))
         return out
 
@@ -61,8 +64,11 @@ class MemoryTable:
     def max_memory_allocated(self, device: Any = None) -> int:
         return int(self._core.stats(self._index(device))["allocated_peak"])
 
-    memory_reserved = memory_allocated  # nothing is cached
-    max_memory_reserved = max_memory_allocated
+    def memory_reserved(self, device: Any = None) -> int:
+        return int(self._core.stats(self._index(device))["reserved"])
+
+    def max_memory_reserved(self, device: Any = None) -> int:
+        return int(self._core.stats(self._index(device))["reserved_peak"])
 
     def reset_peak_memory_stats(self, device: Any = None) -> None:
         self._core.reset_peak(self._index(device))
@@ -71,10 +77,10 @@ class MemoryTable:
         return None  # the cumulative counters only grow, as CUDA's do until this call; kept as is
 
     def empty_cache(self) -> None:
-        return None  # freed blocks already went back to the host
+        self._core.empty_cache()  # the cached blocks of every device go back to the host
 
     def memory_snapshot(self, *args: Any, **kwargs: Any) -> list[Any]:
-        return []  # no segments are kept
+        return []  # segments are not listed (their totals are in memory_stats())
 
     def set_per_process_memory_fraction(self, fraction: float, device: Any = None) -> None:
         if not 0 <= float(fraction) <= 1:

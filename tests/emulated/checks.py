@@ -91,6 +91,33 @@ def memory_allocated_is_exact() -> None:
 
 
 @check
+def freed_memory_stays_reserved() -> None:
+    # CUDA's caching allocator keeps freed blocks reserved and hands them to the next allocation of
+    # their size (a factory's, or a copy's made with empty_like) until empty_cache() gives them back;
+    # the alias layer and the first device reported the process's (or the live) memory instead
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    r0 = torch.cuda.memory_reserved()
+    nbytes = 64 * 2**20
+    x = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
+    r1 = torch.cuda.memory_reserved()
+    assert r1 - r0 >= nbytes, (r0, r1)
+    del x
+    assert torch.cuda.memory_reserved() == r1, "a freed block left the reserved memory"
+    y = torch.zeros(nbytes // 4, dtype=torch.float32, device="cuda")  # takes x's block back
+    assert torch.cuda.memory_reserved() == r1, "the same size asked the host again"
+    z = y.clone()
+    del y
+    w = z.clone()  # takes y's block back
+    assert torch.cuda.memory_reserved() - r1 <= nbytes, (r1, torch.cuda.memory_reserved())
+    assert torch.cuda.memory_stats()["reserved_bytes.all.current"] == torch.cuda.memory_reserved()
+    assert float(w[0]) == 0.0
+    del z, w
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == r0, (r0, torch.cuda.memory_reserved())
+
+
+@check
 def accelerator_is_cuda() -> None:
     assert torch.accelerator.is_available()
     acc = torch.accelerator.current_accelerator()

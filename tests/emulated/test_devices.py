@@ -1,5 +1,6 @@
 """Device counts: CUDASHIM_CPU_DEVICES=0 means no CUDA at all, as a GPU-less CUDA machine has none
-(on real CUDA the same check runs with CUDA_VISIBLE_DEVICES=""); N devices are N distinct devices."""
+(on real CUDA the same check runs with CUDA_VISIBLE_DEVICES=""); N devices are N distinct devices,
+each with its own memory cache; PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns the cache off, as on a GPU."""
 
 from __future__ import annotations
 
@@ -31,6 +32,26 @@ except RuntimeError as e:
     assert "same device" in str(e), e
 else:
     raise SystemExit("cuda:0 + cuda:1 ran")
+r0, r1, a1 = torch.cuda.memory_reserved(0), torch.cuda.memory_reserved(1), torch.cuda.memory_allocated(1)
+c = torch.empty(2**20, device="cuda:1")
+del c  # its block stays with cuda:1
+assert torch.cuda.memory_reserved(1) - r1 >= 4 * 2**20 and torch.cuda.memory_reserved(0) == r0
+assert torch.cuda.memory_allocated(1) == a1
+print("ok")
+"""
+
+# On the H200 (torch 2.11+cu130) caching off bypasses the allocator's statistics: they all read 0.
+# The device keeps counting; both give a freed block back at once.
+NO_CACHING = """
+import sys, torch
+torch.cuda.synchronize()
+r0 = torch.cuda.memory_reserved()
+x = torch.empty(16 * 2**20 // 4, device="cuda")
+y = x + 1
+live = torch.cuda.memory_reserved()
+assert live == 0 if "--real" in sys.argv else live >= r0 + 2 * 16 * 2**20, (r0, live)
+del x, y
+assert torch.cuda.memory_reserved() == r0, (r0, torch.cuda.memory_reserved())
 print("ok")
 """
 
@@ -49,3 +70,9 @@ def test_two_devices_are_distinct() -> None:
         pytest.skip("needs two GPUs on real CUDA; the emulated run covers it")
     proc = run_python(["-c", TWO_DEVICES], {"CUDASHIM_CPU_DEVICES": "2"})
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+
+
+def test_memory_caching_turned_off() -> None:
+    proc = run_python(["-c", NO_CACHING] + (["--real"] if REAL_CUDA else []), {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "ok" in proc.stdout
