@@ -39,16 +39,23 @@ int64_t round_up(size_t n) { return static_cast<int64_t>((n + kRound - 1) / kRou
 
 // Totals only: what is allocated now is allocated_total - freed_total (blocks: num_alloc - num_free),
 // so an allocation and a free cost two atomic additions each (every fallback output is one of each).
-// "segments" are the blocks the device holds from the host (live or cached): reserved memory.
+// Reserved memory is what the device holds from the host: the cache's blocks (live or cached,
+// "held") and the adopted CPU-kernel outputs while they live (allocated minus what the cache's
+// blocks count), so an adopted output costs nothing more.
 struct Counters {
   std::atomic<int64_t> allocated_total{0}, freed_total{0}, num_alloc{0}, num_free{0};
   std::atomic<int64_t> allocated_peak{0}, allocations_peak{0};
-  std::atomic<int64_t> reserved_total{0}, released_total{0}, num_segment_alloc{0}, num_segment_free{0};
+  std::atomic<int64_t> cached_alloc_total{0}, cached_free_total{0}, cached_num_alloc{0}, cached_num_free{0};
+  std::atomic<int64_t> held_total{0}, held_released{0}, held_num_alloc{0}, held_num_free{0};
   std::atomic<int64_t> reserved_peak{0}, segments_peak{0};
   int64_t allocated() const { return allocated_total.load() - freed_total.load(); }
   int64_t allocations() const { return num_alloc.load() - num_free.load(); }
-  int64_t reserved() const { return reserved_total.load() - released_total.load(); }
-  int64_t segments() const { return num_segment_alloc.load() - num_segment_free.load(); }
+  int64_t reserved_total() const { return held_total.load() + allocated_total.load() - cached_alloc_total.load(); }
+  int64_t released_total() const { return held_released.load() + freed_total.load() - cached_free_total.load(); }
+  int64_t segments_total() const { return held_num_alloc.load() + num_alloc.load() - cached_num_alloc.load(); }
+  int64_t segments_freed() const { return held_num_free.load() + num_free.load() - cached_num_free.load(); }
+  int64_t reserved() const { return reserved_total() - released_total(); }
+  int64_t segments() const { return segments_total() - segments_freed(); }
 };
 std::array<Counters, kMaxDevices> g_stats;
 
@@ -58,20 +65,21 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   }
 }
 
+void raise_reserved_peaks(Counters& s) {
+  constexpr auto r = std::memory_order_relaxed;
+  raise_peak(s.reserved_peak, s.held_total.load(r) - s.held_released.load(r) + s.allocated_total.load(r) -
+                                  s.freed_total.load(r) - s.cached_alloc_total.load(r) + s.cached_free_total.load(r));
+  raise_peak(s.segments_peak, s.held_num_alloc.load(r) - s.held_num_free.load(r) + s.num_alloc.load(r) -
+                                  s.num_free.load(r) - s.cached_num_alloc.load(r) + s.cached_num_free.load(r));
+}
+
 void count_alloc(c10::DeviceIndex index, int64_t size) {
   auto& s = g_stats[index];
   const int64_t total = s.allocated_total.fetch_add(size) + size;
   const int64_t blocks = s.num_alloc.fetch_add(1) + 1;
   raise_peak(s.allocated_peak, total - s.freed_total.load(std::memory_order_relaxed));
   raise_peak(s.allocations_peak, blocks - s.num_free.load(std::memory_order_relaxed));
-}
-
-void count_reserved(c10::DeviceIndex index, int64_t size) {
-  auto& s = g_stats[index];
-  const int64_t reserved = s.reserved_total.fetch_add(size) + size;
-  const int64_t segments = s.num_segment_alloc.fetch_add(1) + 1;
-  raise_peak(s.reserved_peak, reserved - s.released_total.load(std::memory_order_relaxed));
-  raise_peak(s.segments_peak, segments - s.num_segment_free.load(std::memory_order_relaxed));
+  raise_reserved_peaks(s);  // loads only, unless a new peak
 }
 
 void count_free(c10::DeviceIndex index, int64_t size) {
@@ -125,8 +133,8 @@ std::atomic<int64_t> g_cached_total{0};
 
 void release_block(Header* h) {
   auto& s = g_stats[h->pool];
-  s.released_total.fetch_add(h->capacity);
-  s.num_segment_free.fetch_add(1);
+  s.held_released.fetch_add(h->capacity);
+  s.held_num_free.fetch_add(1);
   h->magic = 0;
   c10::free_cpu(h);
 }
@@ -153,7 +161,9 @@ Header* take(c10::DeviceIndex pool, int64_t size) {
   }
   h->capacity = capacity;
   h->pool = pool;
-  count_reserved(pool, capacity);
+  auto& s = g_stats[pool];
+  s.held_total.fetch_add(capacity);
+  s.held_num_alloc.fetch_add(1);
   return h;
 }
 
@@ -163,12 +173,18 @@ void* allocate_block(c10::DeviceIndex pool, size_t n) {
   Header* h = take(pool, size);
   h->magic = kMagic;
   h->counted = size;
+  auto& s = g_stats[pool];
+  s.cached_alloc_total.fetch_add(size);
+  s.cached_num_alloc.fetch_add(1);
   count_alloc(pool, size);
   return data_of(h);
 }
 
 void give_back(Header* h) {
   TORCH_INTERNAL_ASSERT(h->magic == kMagic, "cudashim: device memory freed twice or not ours");
+  auto& s = g_stats[h->pool];
+  s.cached_free_total.fetch_add(h->counted);
+  s.cached_num_free.fetch_add(1);
   count_free(static_cast<c10::DeviceIndex>(h->pool), h->counted);
   h->magic = kCached;
   if (g_caching) {
@@ -261,9 +277,6 @@ struct Adopted {
 void release_adopted(void* ctx) {
   auto* a = static_cast<Adopted*>(ctx);
   count_free(a->device, a->size);
-  auto& s = g_stats[a->device];  // reserved while it lived
-  s.released_total.fetch_add(a->size);
-  s.num_segment_free.fetch_add(1);
   g_cpu_deleter(a->ptr);
   delete a;
 }
@@ -297,10 +310,10 @@ DeviceStats device_stats(c10::DeviceIndex index) {
   d.reserved_peak = s.reserved_peak;
   d.segments = s.segments();
   d.segments_peak = s.segments_peak;
-  d.reserved_total = s.reserved_total;
-  d.released_total = s.released_total;
-  d.num_segment_alloc = s.num_segment_alloc;
-  d.num_segment_free = s.num_segment_free;
+  d.reserved_total = s.reserved_total();
+  d.released_total = s.released_total();
+  d.num_segment_alloc = s.segments_total();
+  d.num_segment_free = s.segments_freed();
   return d;
 }
 
@@ -339,8 +352,7 @@ bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index) {
     return false;  // not plain CPU-allocator memory: the caller keeps it alive instead
   }
   const int64_t size = round_up(nbytes);
-  count_alloc(index, size);
-  count_reserved(index, size);  // host memory the device holds while it lives (not cached when freed)
+  count_alloc(index, size);  // reserved too while it lives (Counters), not cached when freed
   void* p = dp.release_context();
   dp = c10::DataPtr(p, new Adopted{p, size, index}, &release_adopted, c10::Device(kType, index));
   return true;
