@@ -40,20 +40,20 @@ int64_t round_up(size_t n) { return static_cast<int64_t>((n + kRound - 1) / kRou
 // Totals only: what is allocated now is allocated_total - freed_total (blocks: num_alloc - num_free),
 // so an allocation and a free cost two atomic additions each (every fallback output is one of each).
 // Reserved memory is what the device holds from the host: the cache's blocks (live or cached,
-// "held") and the adopted CPU-kernel outputs while they live (allocated minus what the cache's
-// blocks count), so an adopted output costs nothing more.
+// "held") and the adopted CPU-kernel outputs while they live (allocated minus what the cache's own
+// blocks count, "own"), so an adopted output costs nothing more.
 struct Counters {
   std::atomic<int64_t> allocated_total{0}, freed_total{0}, num_alloc{0}, num_free{0};
   std::atomic<int64_t> allocated_peak{0}, allocations_peak{0};
-  std::atomic<int64_t> cached_alloc_total{0}, cached_free_total{0}, cached_num_alloc{0}, cached_num_free{0};
+  std::atomic<int64_t> own_total{0}, own_freed{0}, own_num_alloc{0}, own_num_free{0};
   std::atomic<int64_t> held_total{0}, held_released{0}, held_num_alloc{0}, held_num_free{0};
   std::atomic<int64_t> reserved_peak{0}, segments_peak{0};
   int64_t allocated() const { return allocated_total.load() - freed_total.load(); }
   int64_t allocations() const { return num_alloc.load() - num_free.load(); }
-  int64_t reserved_total() const { return held_total.load() + allocated_total.load() - cached_alloc_total.load(); }
-  int64_t released_total() const { return held_released.load() + freed_total.load() - cached_free_total.load(); }
-  int64_t segments_total() const { return held_num_alloc.load() + num_alloc.load() - cached_num_alloc.load(); }
-  int64_t segments_freed() const { return held_num_free.load() + num_free.load() - cached_num_free.load(); }
+  int64_t reserved_total() const { return held_total.load() + allocated_total.load() - own_total.load(); }
+  int64_t released_total() const { return held_released.load() + freed_total.load() - own_freed.load(); }
+  int64_t segments_total() const { return held_num_alloc.load() + num_alloc.load() - own_num_alloc.load(); }
+  int64_t segments_freed() const { return held_num_free.load() + num_free.load() - own_num_free.load(); }
   int64_t reserved() const { return reserved_total() - released_total(); }
   int64_t segments() const { return segments_total() - segments_freed(); }
 };
@@ -68,9 +68,9 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
 void raise_reserved_peaks(Counters& s) {
   constexpr auto r = std::memory_order_relaxed;
   raise_peak(s.reserved_peak, s.held_total.load(r) - s.held_released.load(r) + s.allocated_total.load(r) -
-                                  s.freed_total.load(r) - s.cached_alloc_total.load(r) + s.cached_free_total.load(r));
+                                  s.freed_total.load(r) - s.own_total.load(r) + s.own_freed.load(r));
   raise_peak(s.segments_peak, s.held_num_alloc.load(r) - s.held_num_free.load(r) + s.num_alloc.load(r) -
-                                  s.num_free.load(r) - s.cached_num_alloc.load(r) + s.cached_num_free.load(r));
+                                  s.num_free.load(r) - s.own_num_alloc.load(r) + s.own_num_free.load(r));
 }
 
 void count_alloc(c10::DeviceIndex index, int64_t size) {
@@ -140,9 +140,9 @@ void release_block(Header* h) {
 }
 
 Header* take(c10::DeviceIndex pool, int64_t size) {
-  int64_t capacity = 0;
-  const int c = size_class(size, &capacity);
+  int64_t capacity = size;  // caching off: the size asked for
   if (g_caching) {
+    const int c = size_class(size, &capacity);
     Pool& p = g_pools[pool];
     std::lock_guard<std::mutex> lock(p.mutex);
     if (Header* h = p.free[c]) {
@@ -174,8 +174,8 @@ void* allocate_block(c10::DeviceIndex pool, size_t n) {
   h->magic = kMagic;
   h->counted = size;
   auto& s = g_stats[pool];
-  s.cached_alloc_total.fetch_add(size);
-  s.cached_num_alloc.fetch_add(1);
+  s.own_total.fetch_add(size);
+  s.own_num_alloc.fetch_add(1);
   count_alloc(pool, size);
   return data_of(h);
 }
@@ -183,14 +183,14 @@ void* allocate_block(c10::DeviceIndex pool, size_t n) {
 void give_back(Header* h) {
   TORCH_INTERNAL_ASSERT(h->magic == kMagic, "cudashim: device memory freed twice or not ours");
   auto& s = g_stats[h->pool];
-  s.cached_free_total.fetch_add(h->counted);
-  s.cached_num_free.fetch_add(1);
+  s.own_freed.fetch_add(h->counted);
+  s.own_num_free.fetch_add(1);
   count_free(static_cast<c10::DeviceIndex>(h->pool), h->counted);
   h->magic = kCached;
   if (g_caching) {
     Pool& p = g_pools[h->pool];
     int64_t capacity = 0;
-    const int c = size_class(h->capacity, &capacity);
+    const int c = size_class(h->capacity, &capacity);  // the class it was made for
     std::lock_guard<std::mutex> lock(p.mutex);
     if (g_cached_total.fetch_add(h->capacity) + h->capacity <= g_cache_limit) {
       p.cached += h->capacity;
