@@ -50,8 +50,14 @@ def test_fsdp2_on_two_ranks_equals_its_cpu_twin() -> None:
     device = _losses(_two_ranks("_fsdp_worker.py", "cuda"))
     # the oracle: the same program on CPU tensors with Gloo, plain torch (no shim)
     env = dict(os.environ, CUDASHIM_DISABLE="1")
-    cpu = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          str(HERE / "_fsdp_worker.py"), "cpu"], env=env, capture_output=True, text=True, timeout=600)
+    for _attempt in range(3):
+        cpu = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                              str(HERE / "_fsdp_worker.py"), "cpu"], env=env, capture_output=True, text=True, timeout=600)
+        # plain torch itself (no shim here) sometimes aborts at interpreter exit after a backward,
+        # "terminate called without an active exception" (pytorch/pytorch#190489; the device side
+        # flushes its autograd threads at exit, csrc/exit.cpp): that run is repeated, nothing else is
+        if cpu.returncode == 0 or "terminate called without an active exception" not in cpu.stderr:
+            break
     assert cpu.returncode == 0, cpu.stderr[-4000:]
     want = _losses(cpu.stdout)
     assert set(want) == {"rank 0", "rank 1"}, cpu.stdout
