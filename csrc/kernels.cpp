@@ -44,6 +44,15 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 
 bool on_device(const at::Tensor& t) { return t.device().type() == kType; }
 
+}  // namespace
+
+at::Tensor empty_on_current(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype) {
+  return capture_note(at::detail::empty_strided_generic(size, stride, device_allocator(current_device()),
+                                                        c10::DispatchKeySet(kKey), dtype));
+}
+
+namespace {
+
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   // CUDA graph capture (graph.cpp): recorded; run now only into the capture's own memory
   if (C10_UNLIKELY(capturing()) && !capture_copy(self, src, non_blocking)) return self;

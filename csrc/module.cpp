@@ -2,6 +2,9 @@
 #include "shim.h"
 
 #include <ATen/native/Resize.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
 
 namespace cudashim {
@@ -28,6 +31,35 @@ py::dict stats(c10::DeviceIndex index) {
   d["num_segment_free"] = s.num_segment_free;
   return d;
 }
+
+bool ints(PyObject* o, c10::SmallVector<int64_t, 8>& out) {
+  if (!PyTuple_Check(o) && !PyList_Check(o)) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const long long v = PyLong_AsLongLong(items[i]);  // ints, or anything with __index__
+    if (v == -1 && PyErr_Occurred()) throw python_error();
+    out.push_back(v);
+  }
+  return true;
+}
+
+// empty_strided(size, stride, dtype): a buffer of the current device. Inductor's generated wrapper
+// allocates every buffer this way (on CUDA through a C function of torch's own, torch._C._dynamo.guards);
+// torch.empty_strided would cost a Python call, the argument parser and each active TorchFunctionMode
+// (torch.set_default_device's among them) per buffer.
+PyObject* empty_strided_py(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  c10::SmallVector<int64_t, 8> size, stride;
+  TORCH_CHECK_TYPE(nargs == 3 && ints(args[0], size) && ints(args[1], stride) && size.size() == stride.size() &&
+                       THPDtype_Check(args[2]),
+                   "empty_strided(size, stride, dtype) takes a tuple of sizes, a tuple of strides as long, and a torch.dtype");
+  return THPVariable_Wrap(empty_on_current(size, stride, reinterpret_cast<THPDtype*>(args[2])->scalar_type));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef empty_strided_def = {"empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&empty_strided_py)),
+                                 METH_FASTCALL, "empty_strided(size, stride, dtype): a buffer of the current device"};
 
 bool hooks_active() {
 #if defined(CUDASHIM_KEY_IS_CUDA)
@@ -57,6 +89,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("stats", [](int i) { return stats(static_cast<c10::DeviceIndex>(i)); });
   m.def("reset_peak", [](int i) { reset_peak(static_cast<c10::DeviceIndex>(i)); });
   m.def("empty_cache", &empty_cache);
+  m.attr("empty_strided") = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr));
   m.def("pinned_bytes", &pinned_bytes);
   m.def("default_generator", [](int i) { return default_generator(static_cast<c10::DeviceIndex>(i)); });
   m.def("cpu_view", [](const at::Tensor& t) { return cpu_view(t); }, "the CPU tensor over a device tensor's memory");

@@ -62,6 +62,9 @@ inline at::Tensor host(const at::Tensor& t) {
   return t.defined() && t.device().type() == kType ? cpu_view(t, false) : t;
 }
 
+// kernels.cpp: a buffer of the current device, without the dispatcher (Inductor's wrapper allocations)
+at::Tensor empty_on_current(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype);
+
 // hooks.cpp, sdpa.cpp
 void register_hooks();
 void register_sdpa_choice();

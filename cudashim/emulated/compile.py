@@ -14,11 +14,12 @@ from typing import Any, Callable
 
 from . import graph_kernels
 
-__all__ = ["bind"]
+__all__ = ["bind", "empty_strided"]
 
+# buffers straight from the core (C, like CUDA's own empty_strided_cuda): a wrapper allocates many per call
 _EMPTY_STRIDED = '''
-def empty_strided_{0}(size, stride, dtype):
-    return torch.empty_strided(size, stride, dtype=dtype, device="{0}")
+from cudashim.emulated.compile import empty_strided as _cudashim_empty_strided
+empty_strided_{0} = _cudashim_empty_strided("{0}")
 '''
 # the cuda device's C++ kernel calls ask this first: inside a CUDA graph capture they go through a
 # recordable operator (graph_kernels.py)
@@ -27,6 +28,14 @@ from cudashim.emulated import graph_kernels as _cudashim_graph_kernels
 _cudashim_capturing = _cudashim_graph_kernels.capture_check()
 _cudashim_graph_kernel = _cudashim_graph_kernels.launch
 '''
+
+
+def empty_strided(device: str) -> Callable[..., Any]:
+    """The core's empty_strided(size, stride, dtype) for `device` ("cuda", or the simulated "npu"): a
+    buffer of the current device, as Inductor's wrapper asks for it."""
+    from ._build import load
+
+    return load("CUDA" if device == "cuda" else "PrivateUse1").empty_strided
 
 
 def _wrapper_class(device: str = "cuda") -> type:
@@ -123,6 +132,13 @@ def use_cpp_backend(device: str = "cuda") -> None:
     if config.cuda_backend != "cpp":
         _saved_backend.append(config.cuda_backend)
         config.cuda_backend = "cpp"
+    # torch.cat as the CPU lowers it (a copy into each slice of one buffer): the GPU's pointwise cat
+    # (every output element picks its input by index) is what the C++ code generator cannot vectorize,
+    # a scalar loop in nano-vllm's rotary embedding. Only CPU tensors skip these limits, and on a
+    # host without a GPU every other device is an emulated one.
+    if not _saved_cat:
+        _saved_cat.append((config.max_pointwise_cat_inputs, config.max_complex_pointwise_cat_inputs))
+        config.max_pointwise_cat_inputs = config.max_complex_pointwise_cat_inputs = 0
     _HOST_TYPES.add(device)
     if scheduler.BaseSchedulerNode.is_cpu is not _is_cpu:
         # the scheduler's CPU-only decisions (no loop reindexing across a reduction, CPU fusion rules)
@@ -141,13 +157,17 @@ def _is_cpu(self: Any) -> bool:
 
 
 _saved_backend: list[str] = []
+_saved_cat: list[tuple[int, int]] = []
 
 
 def restore_gpu_types() -> None:
     import sys
 
+    config = sys.modules.get("torch._inductor.config")  # set only once it was imported
     if _saved_backend:
-        sys.modules["torch._inductor.config"].cuda_backend = _saved_backend.pop()
+        config.cuda_backend = _saved_backend.pop()
+    if _saved_cat:
+        config.max_pointwise_cat_inputs, config.max_complex_pointwise_cat_inputs = _saved_cat.pop()
     if _saved_is_cpu:
         sys.modules["torch._inductor.scheduler"].BaseSchedulerNode.is_cpu = _saved_is_cpu.pop()
     _HOST_TYPES.discard("cuda")

@@ -129,6 +129,44 @@ def inductor(expected: Any) -> dict[str, Any]:
         torch.set_default_device(None)
 
 
+def _rotary(x: Any, cos: Any, sin: Any) -> Any:  # nano-vllm's rotary embedding: halves rotated, then cat
+    x1, x2 = torch.chunk(x.float(), 2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+
+
+def wrapper_like_cpu() -> dict[str, Any]:
+    """Inductor's code for cuda tensors is the CPU's: the same C++ kernels for a torch.cat (the CPU's
+    lowering, not the GPU's unvectorizable pointwise cat), and buffers allocated without a Python
+    torch call each (torch.empty_strided, under set_default_device's mode)."""
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    kernels: dict[str, list[str]] = {}
+    try:
+        for dev in ("cpu", "cuda"):
+            torch._dynamo.reset()
+            args = tuple(t.to(dev) for t in (torch.randn(8, 2, 64).bfloat16(), torch.randn(8, 1, 32), torch.randn(8, 1, 32)))
+            fn = torch.compile(_rotary, fullgraph=True)
+            _, code = run_and_get_code(fn, *args)
+            kernels[dev] = re.findall(r'extern "C".*?\}\s*\'\'\'', "\n".join(code), re.S)
+        calls: list[int] = []
+        real = torch.empty_strided
+        torch.set_default_device("cuda")
+        try:
+            with torch._dynamo.config.patch(error_on_recompile=False):  # the mode on the stack: a new guard
+                fn(*args)  # compiled under the mode (compiling allocates its own way)
+            torch.empty_strided = lambda *a, **k: calls.append(1) or real(*a, **k)  # type: ignore[assignment]
+            fn(*args)
+        finally:
+            torch.empty_strided = real  # type: ignore[assignment]
+            torch.set_default_device(None)
+        return {"ok": True, "kernels": len(kernels["cpu"]), "same_kernels": kernels["cpu"] == kernels["cuda"],
+                "empty_strided_calls": len(calls)}
+    except Exception as exc:
+        return {"ok": False, "detail": _err(exc)}
+
+
 def _plain_torch_compiles() -> str:
     """Factories and tensor methods compile with fullgraph=True ("" = yes): with the device on, and
     with it off (plain torch's own functions again)."""
@@ -158,6 +196,7 @@ def main() -> int:
         "cases": cases(expected),
         "nano_vllm": nano_vllm_pattern(),
         "inductor": inductor(norm_expected),
+        "wrapper": wrapper_like_cpu(),
     }
     aliases.uninstall()
     result["plain_after_uninstall"] = _plain_torch_compiles()

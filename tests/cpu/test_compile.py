@@ -59,3 +59,11 @@ def test_inductor_generates_cpu_code(run: dict) -> None:
     assert r["ok"], r.get("detail")
     assert r["detail"] == "", r["detail"]
     assert r["cpp"] and not r["triton"], "Inductor must generate C++ for the host-memory device, never Triton"
+
+
+def test_inductor_code_for_cuda_is_the_cpus(run: dict) -> None:
+    r = run["wrapper"]
+    assert r["ok"], r.get("detail")
+    assert r["kernels"] >= 1
+    assert r["same_kernels"], "torch.cat compiled for cuda differs from the CPU's kernel (the GPU's pointwise cat)"
+    assert r["empty_strided_calls"] == 0, "the generated wrapper allocates its buffers through torch.empty_strided"
