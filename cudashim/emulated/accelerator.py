@@ -15,10 +15,11 @@ __all__ = ["table"]
 
 
 def table(torch: Any, dm: Any) -> dict[str, Any]:
+    cuda = torch.device("cuda")  # the device count is fixed once the core is loaded
+
     def current_accelerator(check_available: bool = False) -> Any:
-        if not dm.is_available():
-            return None
-        return torch.device("cuda")
+        # asked per compiled frame call (Dynamo's current-stream lookup): kept cheap
+        return cuda if dm.is_available() else None
 
     class device_index:  # noqa: N801 - torch.accelerator.device_index
         def __init__(self, device: int | None, /) -> None:
