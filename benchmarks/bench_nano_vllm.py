@@ -17,8 +17,11 @@ Goal: shim share under 2 %.
 --against DIR (issue 17: "nano-vllm cpu tokens/s within 5 % of today's"): the same worker also runs
 on another checkout's cudashim (DIR, e.g. a `git worktree` of a commit that still has the alias
 layer), with that checkout's default cpu backend, alternating with this checkout's runs (--rounds
-each); the figure is the ratio of the median tokens/s. --backend sets CUDASHIM_CPU_BACKEND for this
-checkout's runs, which only a checkout from before the device became the one cpu path reads.
+each); the figure is the ratio of the median tokens/s. --paired runs the two sides of a round at the
+same time, each pinned to its own CPU, the CPUs swapped every round: on a host whose speed changes by
+half from one second to the next, runs one after the other compare two different machines.
+--backend sets CUDASHIM_CPU_BACKEND for this checkout's runs, which only a checkout from before the
+device became the one cpu path reads.
 """
 
 from __future__ import annotations
@@ -90,6 +93,10 @@ def _worker(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace, model: str, tree: Path, backend: str | None) -> dict | None:
     """One worker process under `python -m cudashim run` of the cudashim in `tree`."""
+    return _finish(_start(args, model, tree, backend, None), tree)
+
+
+def _start(args: argparse.Namespace, model: str, tree: Path, backend: str | None, cpu: int | None) -> subprocess.Popen:
     # the worker lives next to the example's patch map, as a user's script would; cwd and PYTHONPATH
     # put `tree`'s cudashim first (python -m puts the cwd first on sys.path)
     cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--config", str(EXAMPLE / "cudashim.toml"),
@@ -101,10 +108,16 @@ def _run(args: argparse.Namespace, model: str, tree: Path, backend: str | None) 
         env.pop("CUDASHIM_CPU_BACKEND", None)  # --against: that checkout's default cpu path
     elif backend:
         env["CUDASHIM_CPU_BACKEND"] = backend
-    r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
-    line = next((ln for ln in reversed(r.stdout.splitlines()) if ln.startswith("{")), None)
-    if r.returncode != 0 or line is None:
-        print(f"worker on {tree} failed:", r.stdout[-2000:], r.stderr[-4000:], sep="\n")
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    return subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=pin)
+
+
+def _finish(proc: subprocess.Popen, tree: Path) -> dict | None:
+    out, err = proc.communicate()
+    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("{")), None)
+    if proc.returncode != 0 or line is None:
+        print(f"worker on {tree} failed:", out[-2000:], err[-4000:], sep="\n")
         return None
     return json.loads(line)
 
@@ -119,6 +132,8 @@ def main() -> int:
     ap.add_argument("--against", type=Path, default=None, help="another checkout: its cudashim's default cpu path, same run")
     ap.add_argument("--rounds", type=int, default=1, help="worker runs per side (alternating)")
     ap.add_argument("--repeat", type=int, default=5, help="timed generate() calls per worker (the median is its figure)")
+    ap.add_argument("--paired", action="store_true",
+                    help="with --against: run both sides at the same time, each pinned to its own CPU (swapped every round)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -128,6 +143,9 @@ def main() -> int:
     if against is not None and not (against / "cudashim" / "__init__.py").is_file():
         print(f"--against {args.against}: no cudashim/ package there; give a checkout of this repository", file=sys.stderr)
         return 2
+    if args.paired and (against is None or not {0, 1} <= os.sched_getaffinity(0)):
+        print("--paired needs --against and CPUs 0 and 1 available to this process", file=sys.stderr)
+        return 2
     runs: dict[str, list[dict]] = {"this": [], "against": []}
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(Path(tmp) / "qwen3-tiny")
@@ -135,8 +153,13 @@ def main() -> int:
             subprocess.run([sys.executable, str(EXAMPLE / "build_checkpoint.py"), model], check=True, capture_output=True)
         for r in range(args.rounds):
             sides = [("this", ROOT)] + ([("against", against)] if against is not None else [])
-            for side, tree in (sides if r % 2 == 0 else sides[::-1]):
-                res = _run(args, model, tree, args.backend)
+            order = sides if r % 2 == 0 else sides[::-1]
+            if args.paired:  # both at once, one CPU each, swapped every round: the host's state is theirs alike
+                procs = [(side, tree, _start(args, model, tree, args.backend, cpu)) for cpu, (side, tree) in enumerate(order)]
+                results = [(side, tree, _finish(proc, tree)) for side, tree, proc in procs]
+            else:
+                results = [(side, tree, _run(args, model, tree, args.backend)) for side, tree in order]
+            for side, tree, res in results:
                 if res is None:
                     return 1
                 runs[side].append(res)
