@@ -1,8 +1,8 @@
 // Host memory for the device, with CUDA-style statistics, and pinned host memory.
 //
 // Sizes are rounded up to 512 bytes as CUDA's caching allocator does, so memory_allocated() moves by
-// the same amounts as on a GPU. Like CUDA's allocator, freed blocks stay reserved and the next
-// allocation of their size class takes them back, without asking the host: no malloc, no fresh
+// the same amounts as on a GPU. Like CUDA's allocator, freed blocks larger than 128 KiB stay reserved
+// and the next allocation of their size class takes them back, without asking the host: no malloc, no fresh
 // pages to fault in (on this VM a page fault costs microseconds, and a serve loop re-allocates its
 // KV reads and attention copies every step). empty_cache() gives the cached blocks back;
 // PYTORCH_NO_CUDA_MEMORY_CACHING=1 (PYTORCH_NO_NPU_MEMORY_CACHING=1 for the simulated NPU) turns
@@ -139,9 +139,18 @@ void release_block(Header* h) {
   c10::free_cpu(h);
 }
 
+// Blocks of at most 128 KiB are not cached: the host's malloc keeps freed chunks of that size in its
+// heap and hands the warmest back to the next request of any size, while a cache of size classes
+// spreads a loop's small tensors over one block per class. On nano-vllm's decode loop that larger
+// working set made everything slower, Python included (tokens/s 5-10 % below caching off, perf
+// samples higher in every library). What caching is for is kept: blocks the host would map and
+// unmap each time (glibc maps from 128 KiB up), each a page fault per page on this VM.
+constexpr int64_t kSmall = int64_t{128} << 10;
+bool cached_size(int64_t size) { return g_caching && size > kSmall; }
+
 Header* take(c10::DeviceIndex pool, int64_t size) {
-  int64_t capacity = size;  // caching off: the size asked for
-  if (g_caching) {
+  int64_t capacity = size;  // not cached: the size asked for
+  if (cached_size(size)) {
     const int c = size_class(size, &capacity);
     Pool& p = g_pools[pool];
     std::lock_guard<std::mutex> lock(p.mutex);
@@ -187,7 +196,7 @@ void give_back(Header* h) {
   s.own_num_free.fetch_add(1);
   count_free(static_cast<c10::DeviceIndex>(h->pool), h->counted);
   h->magic = kCached;
-  if (g_caching) {
+  if (cached_size(h->capacity)) {
     Pool& p = g_pools[h->pool];
     int64_t capacity = 0;
     const int c = size_class(h->capacity, &capacity);  // the class it was made for

@@ -1,6 +1,7 @@
 """Device counts: CUDASHIM_CPU_DEVICES=0 means no CUDA at all, as a GPU-less CUDA machine has none
 (on real CUDA the same check runs with CUDA_VISIBLE_DEVICES=""); N devices are N distinct devices,
-each with its own memory cache; PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns the cache off, as on a GPU."""
+each with its own memory cache (of blocks over 128 KiB); PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns the cache
+off, as on a GPU."""
 
 from __future__ import annotations
 
@@ -56,6 +57,23 @@ print("ok")
 """
 
 
+# The device caches only blocks over 128 KiB: the host's malloc keeps smaller ones warmer than a
+# cache of size classes could (csrc/allocator.cpp). A GPU keeps both reserved.
+SMALL_NOT_CACHED = """
+import torch
+torch.cuda.empty_cache()
+r0 = torch.cuda.memory_reserved()
+small = torch.empty(2**17 // 4, device="cuda")  # 128 KiB
+assert torch.cuda.memory_reserved() == r0 + 2**17, (r0, torch.cuda.memory_reserved())
+del small
+assert torch.cuda.memory_reserved() == r0, "a freed block of 128 KiB stayed reserved"
+large = torch.empty(2**17 // 4 + 128, device="cuda")  # 128 KiB + 512 bytes
+del large
+assert torch.cuda.memory_reserved() > r0, "a freed block over 128 KiB left the reserved memory"
+print("ok")
+"""
+
+
 def test_zero_devices_make_no_cuda_tensors() -> None:
     env = {"CUDA_VISIBLE_DEVICES": ""} if REAL_CUDA else {"CUDASHIM_CPU_DEVICES": "0"}
     proc = run_python(["-c", NO_DEVICE], env)
@@ -74,5 +92,15 @@ def test_two_devices_are_distinct() -> None:
 
 def test_memory_caching_turned_off() -> None:
     proc = run_python(["-c", NO_CACHING] + (["--real"] if REAL_CUDA else []), {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "ok" in proc.stdout
+
+
+def test_only_blocks_over_128_kib_are_cached() -> None:
+    import pytest
+
+    if REAL_CUDA:
+        pytest.skip("the emulated device's choice: CUDA's allocator keeps small blocks reserved too")
+    proc = run_python(["-c", SMALL_NOT_CACHED], {})
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "ok" in proc.stdout
