@@ -37,17 +37,15 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                          std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                          std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
-  const auto i = index_of(device);
-  return capture_note(at::detail::empty_strided_generic(size, stride, device_allocator(i),
-                                                        c10::DispatchKeySet(kKey), c10::dtype_or_default(dtype)));
+  return empty_on(index_of(device), size, stride, c10::dtype_or_default(dtype));
 }
 
 bool on_device(const at::Tensor& t) { return t.device().type() == kType; }
 
 }  // namespace
 
-at::Tensor empty_on_current(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype) {
-  return capture_note(at::detail::empty_strided_generic(size, stride, device_allocator(current_device()),
+at::Tensor empty_on(c10::DeviceIndex index, c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype) {
+  return capture_note(at::detail::empty_strided_generic(size, stride, device_allocator(index),
                                                         c10::DispatchKeySet(kKey), dtype));
 }
 

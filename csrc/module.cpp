@@ -54,7 +54,7 @@ PyObject* empty_strided_py(PyObject* /*self*/, PyObject* const* args, Py_ssize_t
   TORCH_CHECK_TYPE(nargs == 3 && ints(args[0], size) && ints(args[1], stride) && size.size() == stride.size() &&
                        THPDtype_Check(args[2]),
                    "empty_strided(size, stride, dtype) takes a tuple of sizes, a tuple of strides as long, and a torch.dtype");
-  return THPVariable_Wrap(empty_on_current(size, stride, reinterpret_cast<THPDtype*>(args[2])->scalar_type));
+  return THPVariable_Wrap(empty_on(current_device(), size, stride, reinterpret_cast<THPDtype*>(args[2])->scalar_type));
   END_HANDLE_TH_ERRORS
 }
 

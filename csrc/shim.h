@@ -62,8 +62,9 @@ inline at::Tensor host(const at::Tensor& t) {
   return t.defined() && t.device().type() == kType ? cpu_view(t, false) : t;
 }
 
-// kernels.cpp: a buffer of the current device, without the dispatcher (Inductor's wrapper allocations)
-at::Tensor empty_on_current(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype);
+// kernels.cpp: a strided buffer of device `index` (empty_strided's kernel; Inductor's wrapper allocations,
+// which skip the dispatcher)
+at::Tensor empty_on(c10::DeviceIndex index, c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype);
 
 // hooks.cpp, sdpa.cpp
 void register_hooks();
