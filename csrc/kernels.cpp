@@ -118,9 +118,24 @@ at::Tensor scalar_tensor(const at::Scalar& s, std::optional<c10::ScalarType> dty
   return as_device(at::detail::scalar_tensor_static(s, c10::dtype_or_default(dtype), c10::Device(c10::kCPU)), i);
 }
 
+// Dropout's fused kernel (F.dropout reaches it for any GPU tensor): the CPU's has no generator
+// argument and draws from the CPU's generator. The same steps as the CPU's (native_dropout_cpu), as
+// device operators, so the mask comes from the device's generator (and a CUDA graph records them).
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  if (input.numel() == 0) return std::make_tuple(input, at::empty_like(input, input.options()));
+  const auto as_bool = input.options().dtype(at::kBool);
+  if (train.has_value() && !*train) return std::make_tuple(input.clone(), at::ones_like(input, as_bool));
+  const double p1m = 1. - p;
+  const double scale = p1m == 0 ? 0. : 1. / p1m;  // no division by zero, no NaN
+  at::Tensor mask = at::empty_like(input, as_bool);
+  mask.bernoulli_(p1m);
+  return std::make_tuple(input.mul(mask).mul_(scale), mask);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+  m.impl("native_dropout", native_dropout);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("copy_", copy_);

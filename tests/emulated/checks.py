@@ -77,6 +77,21 @@ def cuda_seed_repeats() -> None:
 
 
 @check
+def dropout_draws_from_the_device() -> None:
+    # F.dropout takes the fused native_dropout for any GPU tensor: its mask must come from the
+    # device's generator (seeded by torch.cuda.manual_seed), never the CPU's
+    x = torch.ones(64, device="cuda")
+    cpu = torch.get_rng_state()
+    masks = []
+    for _ in range(2):
+        torch.cuda.manual_seed(3)
+        masks.append(torch.nn.functional.dropout(x, 0.5).cpu())
+    assert torch.equal(masks[0], masks[1]), "torch.cuda.manual_seed does not fix dropout's mask"
+    assert torch.equal(torch.get_rng_state(), cpu), "dropout on cuda drew from the CPU generator"
+    assert set(masks[0].tolist()) == {0.0, 2.0}
+
+
+@check
 def memory_allocated_is_exact() -> None:
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
