@@ -8,6 +8,8 @@
 #include "call.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -106,6 +108,68 @@ bool metadata_in_place(const std::string& name) {
          name == "aten::swapdims_" || name == "aten::swapaxes_" || name == "aten::detach_";
 }
 
+// A composite operator that draws random numbers (sdpa's dropout) keeps its parts on the device, so
+// they draw from the device's generator, not the CPU's.
+bool draws(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto& args = op.schema().arguments();
+  const size_t base = stack.size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].name() == "dropout_p" && stack[base + i].toDouble() != 0.0) return true;
+  }
+  return false;
+}
+
+// Composite operators run whole by the CPU (host_composite below), where nothing can see their parts
+// or needs their gradient. Otherwise (a gradient or forward gradient to record, a tensor subclass, a
+// functional or functorch wrapper, a dispatch mode) their composite runs as it does without us.
+bool parts_wanted(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  constexpr auto seen = c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+                                             c10::DispatchKey::Functionalize, c10::DispatchKey::FuncTorchBatched,
+                                             c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Batched,
+                                             c10::DispatchKey::FuncTorchDynamicLayerFrontMode});
+  if (c10::impl::tls_local_dispatch_key_set().included_.has_any(seen) || draws(op, stack)) return true;
+  const bool grad = c10::GradMode::is_enabled();
+  auto wanted = [&](const at::Tensor& t) {
+    return t.defined() && (t.key_set().has_any(seen) || (grad && t.requires_grad()) || t._fw_grad(0).defined());
+  };
+  const size_t n = op.schema().arguments().size();
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      if (wanted(v.toTensor())) return true;
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (wanted(t)) return true;
+      }
+    } else if (v.isOptionalTensorList()) {
+      for (const auto& t : v.toOptionalTensorList()) {
+        const std::optional<at::Tensor> o = t;
+        if (o.has_value() && wanted(*o)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// the autograd slot: the composite when its parts are wanted, else the device's kernel below
+void composite_or_host(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  if (parts_wanted(op, *stack)) {
+    op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+    return;
+  }
+  at::AutoDispatchBelowADInplaceOrView guard;
+  op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
+}
+
+// the device's slot (inference mode reaches it directly)
+void host_composite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (draws(op, *stack)) {
+    op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+    return;
+  }
+  fallback(op, stack);
+}
+
 }  // namespace
 
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -147,6 +211,22 @@ void register_cpu_kernels_direct() {
     if (view) continue;
     const std::string op = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
     lib->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  }
+}
+
+// Composite operators (CompositeImplicitAutograd) that a serve loop calls thousands of times and that
+// decompose into many small operators run whole on the CPU, over views of the device tensors: one
+// fallback call instead of one per part (attention's math path is about twenty; nano-vllm's decode
+// step runs it once per sequence and layer). The result is the CPU's: the same kernels the parts ran.
+void register_host_composites() {
+  static std::unique_ptr<torch::Library> lib, autograd;
+  if (lib) return;
+  lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
+  autograd = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                              c10::getAutogradKeyFromBackend(c10::toBackendComponent(kKey)), __FILE__, __LINE__);
+  for (const char* op : {"scaled_dot_product_attention", "repeat_interleave.self_int"}) {
+    lib->impl(op, torch::CppFunction::makeFromBoxedFunction<&host_composite>());
+    autograd->impl(op, torch::CppFunction::makeFromBoxedFunction<&composite_or_host>());
   }
 }
 

@@ -78,6 +78,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   register_hooks();
   register_sdpa_choice();
   register_cpu_kernels_direct();
+  register_host_composites();
   // before finalization starts, not during it (exit.cpp)
   py::module_::import("atexit").attr("register")(py::cpp_function(&quiesce_autograd));
   m.attr("device_type") = c10::DeviceTypeName(kType, true);

@@ -70,6 +70,7 @@ at::Tensor empty_on(c10::DeviceIndex index, c10::IntArrayRef size, c10::IntArray
 void register_hooks();
 void register_sdpa_choice();
 void register_cpu_kernels_direct();  // fallback.cpp: operators with a CPU kernel take it, not their composite
+void register_host_composites();     // fallback.cpp: a few hot composite operators run whole on the CPU
 void register_collectives();  // collectives.cpp: once torch.distributed is loaded
 
 // exit.cpp: at interpreter exit (atexit), the autograd device threads have let go of every backward

@@ -84,3 +84,75 @@ def test_no_cpu_kernel_is_shadowed_by_a_composite_on_the_device() -> None:
 def test_norms_and_addr_are_bit_identical_to_the_cpu() -> None:
     diffs = _last_json(SAME_BITS)
     assert diffs == {k: 0.0 for k in diffs}, diffs
+
+# Attention and repeat_interleave are composites (CompositeImplicitAutograd) that a serve loop calls
+# thousands of times; where nothing needs their parts they run whole on the CPU, one fallback call:
+# the only device allocation is the result. A gradient, a dispatch mode or dropout (the device's
+# generator) keep the composite, as on a GPU.
+HOST_COMPOSITES = r"""
+import json, torch, torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+torch.set_num_threads(1)
+torch.manual_seed(0)
+out = {}
+
+def allocations():
+    return torch.cuda.memory_stats()["allocation.all.allocated"]
+
+q, k, v = torch.randn(4, 1, 64), torch.randn(4, 300, 64), torch.randn(4, 300, 64)  # 3-D: the math path
+mask = torch.rand(1, 300) > 0.3
+kk = torch.randn(300, 2, 64)
+dq, dk, dv, dmask, dkk = (t.cuda() for t in (q, k, v, mask, kk))
+for name, ctx in (("inference", torch.inference_mode), ("no_grad", torch.no_grad)):
+    with ctx():
+        n = allocations()
+        got = F.scaled_dot_product_attention(dq, dk, dv, attn_mask=dmask, scale=0.125)
+        out[name + " sdpa allocations"] = allocations() - n
+        out[name + " sdpa same bits"] = torch.equal(got.cpu(), F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.125))
+        got = dkk.repeat_interleave(2, dim=1)
+        out[name + " repeat_interleave same bits"] = torch.equal(got.cpu(), kk.repeat_interleave(2, dim=1))
+
+# a gradient: the composite, recorded by autograd (gradients equal the CPU's)
+qc, qd = q.clone().requires_grad_(), dq.clone().requires_grad_()
+F.scaled_dot_product_attention(qc, k, v, attn_mask=mask, scale=0.125).sum().backward()
+F.scaled_dot_product_attention(qd, dk, dv, attn_mask=dmask, scale=0.125).sum().backward()
+out["grad"] = qd.grad is not None and torch.allclose(qd.grad.cpu(), qc.grad, atol=1e-6)
+
+# dropout draws from the device's generator: seeded by torch.cuda.manual_seed, the CPU's untouched
+cpu_state = torch.get_rng_state()
+draws = []
+for _ in range(2):
+    torch.cuda.manual_seed(3)
+    with torch.inference_mode():
+        draws.append(F.scaled_dot_product_attention(dq, dk, dv, dropout_p=0.5).cpu())
+out["dropout seeded by the device"] = torch.equal(draws[0], draws[1])
+out["dropout leaves the CPU generator"] = torch.equal(torch.get_rng_state(), cpu_state)
+
+# a dispatch mode sees the same operators as on CPU tensors
+class Seen(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+seen = {}
+for dev, args in (("cpu", (q, k, v)), ("cuda", (dq, dk, dv))):
+    with torch.no_grad(), Seen() as mode:
+        F.scaled_dot_product_attention(*args, scale=0.125)
+    seen[dev] = [op for op in mode.ops if op not in ("aten._to_copy", "aten.copy_")]
+out["mode sees the parts"] = seen["cuda"] == seen["cpu"] and len(seen["cpu"]) > 1
+print(json.dumps(out))
+"""
+
+
+def test_hot_composites_run_whole_on_the_cpu_unless_their_parts_are_wanted() -> None:
+    got = _last_json(HOST_COMPOSITES)
+    want = {f"{mode} {what}": (1 if what.endswith("allocations") else True)
+            for mode in ("inference", "no_grad") for what in ("sdpa allocations", "sdpa same bits", "repeat_interleave same bits")}
+    want.update({"grad": True, "dropout seeded by the device": True, "dropout leaves the CPU generator": True,
+                 "mode sees the parts": True})
+    assert got == want
+
