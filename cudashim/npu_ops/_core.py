@@ -10,8 +10,9 @@ its arguments into one `Attn` (described in _attn.py) and `attend()` picks the b
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -23,6 +24,27 @@ __all__ = ["attend", "warn_once"]
 
 
 _warned: set[str] = set()
+
+# Device types whose memory is the host's (the emulated cuda device registers its core's cpu_view at
+# install): their attention runs over CPU views of the arguments, PyTorch's CPU operators called
+# directly, as a GPU kernel reads device memory, instead of one trip through the device per operator
+# (a decode step's attention is about ten operators per sequence and layer).
+host_views: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+
+
+def _on_host(a: Attn) -> Optional[Attn]:
+    """a over CPU views of its tensors, when nothing needs the device's own operators: no gradient, no
+    dropout (the device's generator), no graph capture, no tracing or dispatch mode, plain tensors."""
+    view = host_views.get(a.q.device.type)
+    if view is None or a.dropout_p > 0:
+        return None
+    tensors = {f.name: getattr(a, f.name) for f in dataclasses.fields(a) if isinstance(getattr(a, f.name), torch.Tensor)}
+    if any(type(t) is not torch.Tensor or t.requires_grad for t in tensors.values()):
+        return None
+    if (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0
+            or torch.cuda.is_current_stream_capturing()):
+        return None
+    return dataclasses.replace(a, **{name: view(t) if t.device.type == a.q.device.type else t for name, t in tensors.items()})
 
 
 def warn_once(key: str, message: str) -> None:
@@ -48,6 +70,9 @@ def attend(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torc
         warn_once(reason, f"{a.api}: {reason}; using the portable per-sequence path (correct, slower)")
     from . import _attn_torch
 
+    host = _on_host(a)
+    if host is not None:  # the results, computed on the host, become the device's
+        return tuple(None if t is None else t.to(a.q.device) for t in _attn_torch.attend(host))  # type: ignore[return-value]
     return _attn_torch.attend(a)
 
 

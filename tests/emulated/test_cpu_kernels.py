@@ -156,3 +156,42 @@ def test_hot_composites_run_whole_on_the_cpu_unless_their_parts_are_wanted() -> 
                  "mode sees the parts": True})
     assert got == want
 
+# flash-attn's replacement on the device reads the device tensors over their host memory (one result
+# allocated on the device, the CPU's bits); a gradient or dropout keeps the device's operators.
+HOST_ATTENTION = r"""
+import json, torch
+from flash_attn import flash_attn_varlen_func
+torch.set_num_threads(1)
+torch.manual_seed(0)
+out = {}
+
+def allocations():
+    return torch.cuda.memory_stats()["allocation.all.allocated"]
+
+cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+q, k, v = torch.randn(12, 4, 32), torch.randn(12, 2, 32), torch.randn(12, 2, 32)
+want = flash_attn_varlen_func(q, k, v, cu, cu, 7, 7, causal=True)
+dq, dk, dv, dcu = (t.cuda() for t in (q, k, v, cu))
+with torch.inference_mode():
+    n = allocations()
+    got = flash_attn_varlen_func(dq, dk, dv, dcu, dcu, 7, 7, causal=True)
+    out["allocations"] = allocations() - n
+out["device"] = str(got.device)
+out["same bits"] = torch.equal(got.cpu(), want)
+qg = dq.clone().requires_grad_()
+flash_attn_varlen_func(qg, dk, dv, dcu, dcu, 7, 7, causal=True).sum().backward()
+out["grad"] = qg.grad is not None and qg.grad.device.type == "cuda"
+cpu = torch.get_rng_state()
+draws = []
+for _ in range(2):
+    torch.cuda.manual_seed(5)
+    draws.append(flash_attn_varlen_func(dq, dk, dv, dcu, dcu, 7, 7, dropout_p=0.5).cpu())
+out["dropout seeded by the device"] = torch.equal(*draws)
+out["dropout leaves the CPU generator"] = torch.equal(torch.get_rng_state(), cpu)
+print(json.dumps(out))
+"""
+
+
+def test_attention_replacement_reads_device_tensors_on_the_host() -> None:
+    assert _last_json(HOST_ATTENTION) == {"allocations": 1, "device": "cuda:0", "same bits": True, "grad": True,
+                                          "dropout seeded by the device": True, "dropout leaves the CPU generator": True}
