@@ -2,6 +2,7 @@
 and the share of the generate() time spent in shim code.
 
     python benchmarks/bench_nano_vllm.py [--seqs 16] [--model DIR] [--backend device] [--against DIR] [--rounds N]
+        [--paired | --alternate]
 
 The engine runs unmodified under `python -m cudashim run --platform cpu`. Like nano-vllm's own
 bench.py it sends a batch of random-token prompts of random lengths with random output lengths
@@ -20,6 +21,10 @@ layer), with that checkout's default cpu backend, alternating with this checkout
 each); the figure is the ratio of the median tokens/s. --paired runs the two sides of a round at the
 same time, each pinned to its own CPU, the CPUs swapped every round: on a host whose speed changes by
 half from one second to the next, runs one after the other compare two different machines.
+--alternate (the figure to trust) loads both workers, then runs them in turns on CPU 0, one engine
+step a turn, the side going first swapped every step: the two sides' steps are milliseconds apart on
+the same CPU, so the host's changes of speed fall on both alike (per-round ratios within about 2 %,
+where whole runs at once or one after the other scatter by 20 %). A round is one generate on each side.
 --backend sets CUDASHIM_CPU_BACKEND for this checkout's runs, which only a checkout from before the
 device became the one cpu path reads.
 """
@@ -61,13 +66,31 @@ def _worker(args: argparse.Namespace) -> None:
     params = [SamplingParams(temperature=0.6, ignore_eos=True, max_tokens=rng.randint(32, 96)) for _ in range(args.seqs)]
     llm.generate(prompts, params, use_tqdm=False)  # warm-up: compiles every shape the timed runs see
 
-    # the median of --repeat timed generates: one generate is about a second, and this host's speed
-    # changes by half from one second to the next
     times = []
-    for _ in range(args.repeat):
-        t = time.perf_counter()
-        llm.generate(prompts, params, use_tqdm=False)
-        times.append(time.perf_counter() - t)
+    if args.turns is not None:  # --alternate: one timed engine step per "go" from the parent, on its CPU
+        os.sched_setaffinity(0, {args.turns})
+        print("ready", flush=True)
+        busy = 0.0
+        for line in sys.stdin:
+            if line.strip() != "go":
+                break
+            if llm.is_finished():  # a new generate(): the same requests as generate() adds
+                for prompt, sp in zip(prompts, params):
+                    llm.add_request(prompt, sp)
+            t = time.perf_counter()
+            llm.step()
+            busy += time.perf_counter() - t
+            print(f"{'turn' if llm.is_finished() else 'step'} {busy}", flush=True)
+            if llm.is_finished():
+                times.append(busy)
+                busy = 0.0
+    else:
+        # the median of --repeat timed generates: one generate is about a second, and this host's speed
+        # changes by half from one second to the next
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            llm.generate(prompts, params, use_tqdm=False)
+            times.append(time.perf_counter() - t)
     dt = sorted(times)[len(times) // 2]
     tokens = sum(p.max_tokens for p in params)
 
@@ -96,11 +119,13 @@ def _run(args: argparse.Namespace, model: str, tree: Path, backend: str | None) 
     return _finish(_start(args, model, tree, backend, None), tree)
 
 
-def _start(args: argparse.Namespace, model: str, tree: Path, backend: str | None, cpu: int | None) -> subprocess.Popen:
+def _start(args: argparse.Namespace, model: str, tree: Path, backend: str | None, cpu: int | None,
+           turns: int | None = None) -> subprocess.Popen:
     # the worker lives next to the example's patch map, as a user's script would; cwd and PYTHONPATH
     # put `tree`'s cudashim first (python -m puts the cwd first on sys.path)
     cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--config", str(EXAMPLE / "cudashim.toml"),
            __file__, "--worker", "--model", model, "--seqs", str(args.seqs), "--repeat", str(args.repeat)]
+    cmd += [] if turns is None else ["--turns", str(turns)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), str(EXAMPLE), os.environ.get("PYTHONPATH")])),
            "TOKENIZERS_PARALLELISM": "false"}
     env.pop("CUDASHIM_DISABLE", None)
@@ -110,7 +135,53 @@ def _start(args: argparse.Namespace, model: str, tree: Path, backend: str | None
         env["CUDASHIM_CPU_BACKEND"] = backend
     pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
     return subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=pin)
+                            preexec_fn=pin, stdin=subprocess.PIPE if turns is not None else None)
+
+
+def _turn(proc: subprocess.Popen, word: str) -> str | None:
+    """Send a word to an --alternate worker; its answer line ("ready", "step|turn <seconds>"), None if it died."""
+    if word:
+        proc.stdin.write(word + "\n")
+        proc.stdin.flush()
+    for line in proc.stdout:
+        if line.startswith(("ready", "step ", "turn ")):
+            return line.strip()
+    return None
+
+
+def _alternate(args: argparse.Namespace, model: str, trees: dict[str, Path]) -> tuple[dict[str, dict], list[float]] | None:
+    """Both workers loaded at once, then taking turns on CPU 0, one engine step a turn (which goes first
+    alternates every step): a generate's steps on the two sides are milliseconds apart on the same CPU,
+    where whole generates one after the other are seconds apart on a host whose speed changes by half
+    from one second to the next. Both run the same schedule, so a round (one generate each) ends on
+    both at the same step. Per-round ratios this/against of tokens/s (the time in steps)."""
+    procs = {side: _start(args, model, tree, args.backend, None, turns=0) for side, tree in trees.items()}
+    ratios: list[float] = []
+    try:
+        if any(_turn(p, "") != "ready" for p in procs.values()):
+            raise RuntimeError("a worker did not start")
+        for r in range(args.rounds):
+            t: dict[str, float] = {}
+            step = 0
+            while len(t) < 2:
+                for side in (["this", "against"] if step % 2 == 0 else ["against", "this"]):
+                    answer = _turn(procs[side], "go")
+                    if answer is None:
+                        raise RuntimeError(f"the {side} worker died")
+                    if answer.startswith("turn"):
+                        t[side] = float(answer.split()[1])
+                step += 1
+                if len(t) == 1:
+                    raise RuntimeError("the two sides' schedules differ (one finished a step before the other)")
+            ratios.append(t["against"] / t["this"])  # tokens/s ratio: the same tokens on both sides
+            print(f"round {r + 1}: this {t['this']:.3f} s, against {t['against']:.3f} s, ratio {ratios[-1]:.3f}", flush=True)
+    except RuntimeError as e:
+        print(f"--alternate: {e}", file=sys.stderr)
+    # end of input (communicate() closes it): the worker profiles one more generate and prints its figures
+    results = {side: _finish(p, trees[side]) for side, p in procs.items()}
+    if any(r is None for r in results.values()) or len(ratios) < args.rounds:
+        return None
+    return results, ratios
 
 
 def _finish(proc: subprocess.Popen, tree: Path) -> dict | None:
@@ -134,7 +205,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timed generate() calls per worker (the median is its figure)")
     ap.add_argument("--paired", action="store_true",
                     help="with --against: run both sides at the same time, each pinned to its own CPU (swapped every round)")
+    ap.add_argument("--alternate", action="store_true",
+                    help="with --against: both workers loaded, taking turns on one CPU, one generate a turn (--rounds pairs)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--turns", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         _worker(args)
@@ -146,12 +220,22 @@ def main() -> int:
     if args.paired and (against is None or not {0, 1} <= os.sched_getaffinity(0)):
         print("--paired needs --against and CPUs 0 and 1 available to this process", file=sys.stderr)
         return 2
+    if args.alternate and (against is None or 0 not in os.sched_getaffinity(0)):
+        print("--alternate needs --against and CPU 0 available to this process", file=sys.stderr)
+        return 2
     runs: dict[str, list[dict]] = {"this": [], "against": []}
+    ratios: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(Path(tmp) / "qwen3-tiny")
         if args.model is None:
             subprocess.run([sys.executable, str(EXAMPLE / "build_checkpoint.py"), model], check=True, capture_output=True)
-        for r in range(args.rounds):
+        if args.alternate:
+            done = _alternate(args, model, {"this": ROOT, "against": against})
+            if done is None:
+                return 1
+            results, ratios = done
+            runs = {side: [res] for side, res in results.items()}
+        for r in range(0 if args.alternate else args.rounds):
             sides = [("this", ROOT)] + ([("against", against)] if against is not None else [])
             order = sides if r % 2 == 0 else sides[::-1]
             if args.paired:  # both at once, one CPU each, swapped every round: the host's state is theirs alike
@@ -172,7 +256,11 @@ def main() -> int:
           f"cuda tensors of the emulated device: {res['device_tensors']}")
     tps = [r["tokens_per_s"] for r in runs["this"]]
     print(f"throughput: {statistics.median(tps):.1f} tokens/s (median of {len(tps)}: {', '.join(f'{t:.1f}' for t in tps)})")
-    if runs["against"]:
+    if ratios:
+        print(f"--against {against} (its default cpu path, device tensors: {runs['against'][-1]['device_tensors']}), "
+              f"{len(ratios)} rounds of turns on one CPU: ratio this/against per round {', '.join(f'{x:.3f}' for x in ratios)}; "
+              f"median {statistics.median(ratios):.3f} (goal >= 0.95)")
+    elif runs["against"]:
         base = [r["tokens_per_s"] for r in runs["against"]]
         ratio = statistics.median(tps) / statistics.median(base)
         print(f"--against {against} (its default cpu path, device tensors: {runs['against'][-1]['device_tensors']}): "
