@@ -41,7 +41,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     import torch
 
     from .. import visibility
-    from ..npu_ops import _core as attention
+    from ..platform import host_memory
     from . import accelerator, compile, cpu_build, distributed, graphs, nccl, streams
     from .cuda import DeviceModule, nvtx_table
     from .host import host_properties, mem_get_info
@@ -82,8 +82,8 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     nccl.bind(bindings, torch)  # NCCL groups are Gloo groups that answer as NCCL's
     bind_storage_resize(bindings, torch, mod)  # FSDP2 frees and re-allocates parameters this way
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
-    # the portable attention (npu_ops) reads cuda tensors over their host memory
-    bindings.bind(attention, "host_views", {**attention.host_views, "cuda": mod.cpu_view})
+    # replacement kernels written with torch operators read cuda tensors over their host memory
+    bindings.bind(host_memory, "views", {**host_memory.views, "cuda": mod.cpu_view})
     return dm
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
 from .._state import on_reset
 from ..platform import contract as _platform
+from ..platform.host_memory import on_host
 from ._attn import Attn, check
 
 __all__ = ["attend", "warn_once"]
@@ -25,26 +26,15 @@ __all__ = ["attend", "warn_once"]
 
 _warned: set[str] = set()
 
-# Device types whose memory is the host's (the emulated cuda device registers its core's cpu_view at
-# install): their attention runs over CPU views of the arguments, PyTorch's CPU operators called
-# directly, as a GPU kernel reads device memory, instead of one trip through the device per operator
-# (a decode step's attention is about ten operators per sequence and layer).
-host_views: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
-
 
 def _on_host(a: Attn) -> Optional[Attn]:
-    """a over CPU views of its tensors, when nothing needs the device's own operators: no gradient, no
-    dropout (the device's generator), no graph capture, no tracing or dispatch mode, plain tensors."""
-    view = host_views.get(a.q.device.type)
-    if view is None or a.dropout_p > 0:
+    """a over CPU views of its tensors where the device's memory is the host's (platform.host_memory);
+    not with dropout, which draws from the device's generator."""
+    if a.dropout_p > 0:
         return None
-    tensors = {f.name: getattr(a, f.name) for f in dataclasses.fields(a) if isinstance(getattr(a, f.name), torch.Tensor)}
-    if any(type(t) is not torch.Tensor or t.requires_grad for t in tensors.values()):
-        return None
-    if (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0
-            or torch.cuda.is_current_stream_capturing()):
-        return None
-    return dataclasses.replace(a, **{name: view(t) if t.device.type == a.q.device.type else t for name, t in tensors.items()})
+    names = [f.name for f in dataclasses.fields(a) if isinstance(getattr(a, f.name), torch.Tensor)]
+    host = on_host(*(getattr(a, n) for n in names))  # q first: its device decides
+    return None if host is None else dataclasses.replace(a, **dict(zip(names, host)))
 
 
 def warn_once(key: str, message: str) -> None:

@@ -156,8 +156,9 @@ def test_hot_composites_run_whole_on_the_cpu_unless_their_parts_are_wanted() -> 
                  "mode sees the parts": True})
     assert got == want
 
-# flash-attn's replacement on the device reads the device tensors over their host memory (one result
-# allocated on the device, the CPU's bits); a gradient or dropout keeps the device's operators.
+# Replacement kernels written with torch operators (flash-attn's, the KV store) read the device's tensors
+# over their host memory (platform.host_memory): the CPU's bits, the device allocating only results; a
+# gradient or dropout keeps the device's operators.
 HOST_ATTENTION = r"""
 import json, torch
 from flash_attn import flash_attn_varlen_func
@@ -188,10 +189,23 @@ for _ in range(2):
     draws.append(flash_attn_varlen_func(dq, dk, dv, dcu, dcu, 7, 7, dropout_p=0.5).cpu())
 out["dropout seeded by the device"] = torch.equal(*draws)
 out["dropout leaves the CPU generator"] = torch.equal(torch.get_rng_state(), cpu)
+
+# the KV store writes the device's cache in place, over its host memory: no device allocation
+from cudashim.kernels import ops
+store = ops.store_kv_cache_tl(2 * 32, 4, dtype="float32")
+cache, slots = torch.zeros(5, 4, 2, 32), torch.tensor([3, -1, 17, 8, 0, 9, 10, 11, 12, 13, 1, 2], dtype=torch.int32)
+dcache, dslots = cache.cuda(), slots.cuda()
+store(k, cache, slots)
+with torch.inference_mode():
+    n = allocations()
+    store(dk, dcache, dslots)
+    out["store allocations"] = allocations() - n
+out["store same bits"] = torch.equal(dcache.cpu(), cache)
 print(json.dumps(out))
 """
 
 
-def test_attention_replacement_reads_device_tensors_on_the_host() -> None:
+def test_replacement_kernels_read_device_tensors_on_the_host() -> None:
     assert _last_json(HOST_ATTENTION) == {"allocations": 1, "device": "cuda:0", "same bits": True, "grad": True,
-                                          "dropout seeded by the device": True, "dropout leaves the CPU generator": True}
+                                          "dropout seeded by the device": True, "dropout leaves the CPU generator": True,
+                                          "store allocations": 0, "store same bits": True}

@@ -7,6 +7,7 @@ from typing import Callable
 
 import torch
 
+from ...platform.host_memory import on_host
 from .._launch import check_scale_cache, check_store_inputs, check_store_kv_cache
 from ._ue8m0 import quantize_groups
 
@@ -48,7 +49,8 @@ def store_kv_cache_tl(
         rows = x.reshape(-1, row_elems)
         flat = cache.view(-1, row_elems)  # a view: fails loudly on a non-contiguous cache
         if not fp8:
-            _write_rows(flat, rows, slot_mapping)
+            # on a device whose memory is the host's: the CPU's operators on views of the same memory
+            _write_rows(*(on_host(flat, rows, slot_mapping) or (flat, rows, slot_mapping)))
             return
         keep = slot_mapping >= 0
         # index_copy_ with a filtered index keeps this one vectorised scatter, no loop over tokens
