@@ -10,7 +10,7 @@ its arguments into one `Attn` (described in _attn.py) and `attend()` picks the b
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import warnings
 from typing import Optional
 
@@ -27,14 +27,21 @@ __all__ = ["attend", "warn_once"]
 _warned: set[str] = set()
 
 
+# the fields of an Attn that may hold tensors, q first (its device decides)
+_TENSOR_FIELDS = ("q", "k", "v", "cu_q", "cu_k", "seqused_k", "block_table", "alibi_slopes")
+
+
 def _on_host(a: Attn) -> Optional[Attn]:
     """a over CPU views of its tensors where the device's memory is the host's (platform.host_memory);
     not with dropout, which draws from the device's generator."""
     if a.dropout_p > 0:
         return None
-    names = [f.name for f in dataclasses.fields(a) if isinstance(getattr(a, f.name), torch.Tensor)]
-    host = on_host(*(getattr(a, n) for n in names))  # q first: its device decides
-    return None if host is None else dataclasses.replace(a, **dict(zip(names, host)))
+    host = on_host(*(getattr(a, n) for n in _TENSOR_FIELDS))
+    if host is None:
+        return None
+    viewed = copy.copy(a)
+    viewed.__dict__.update(zip(_TENSOR_FIELDS, host))
+    return viewed
 
 
 def warn_once(key: str, message: str) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+import torch  # never on the start-up path: only torch-using code imports this module
+
 __all__ = ["views", "on_host"]
 
 #: device type -> its cpu_view; bound (and restored) by the emulated device's install
@@ -20,16 +22,21 @@ views: dict[str, Callable[[Any], Any]] = {}
 
 
 def on_host(*tensors: Any) -> Optional[list[Any]]:
-    """CPU views of `tensors` (None entries and CPU tensors pass as they are), or None where the
-    device must run the operators itself. The first tensor's device decides."""
-    import torch
-
-    view = views.get(tensors[0].device.type) if tensors and tensors[0] is not None else None
-    if view is None:
+    """CPU views of `tensors` (the first a tensor, whose device decides; None entries and tensors of
+    other devices pass as they are), or None where the device must run the operators itself.
+    Called per kernel call: kept to plain checks."""
+    first = tensors[0]
+    view = views.get(first.device.type)
+    if (view is None or torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack()
+            or torch.cuda.is_current_stream_capturing()):
         return None
-    if any(t is not None and (type(t) is not torch.Tensor or t.requires_grad) for t in tensors):
-        return None
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0 or torch.cuda.is_current_stream_capturing():
-        return None
-    kind = tensors[0].device.type
-    return [view(t) if t is not None and t.device.type == kind else t for t in tensors]
+    index = first.get_device()
+    out = []
+    for t in tensors:
+        if t is not None:
+            if type(t) is not torch.Tensor or t.requires_grad:
+                return None
+            if t.get_device() == index:
+                t = view(t)
+        out.append(t)
+    return out

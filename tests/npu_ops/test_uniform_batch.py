@@ -51,3 +51,15 @@ def test_unequal_lengths_still_go_one_sequence_at_a_time(monkeypatch):
     for b, (k0, k1) in enumerate([(0, 3), (3, 7), (7, 12)]):
         ref, _ = ref_attention(q[b:b + 1], k[k0:k1], v[k0:k1], scale=32 ** -0.5, causal=True)
         torch.testing.assert_close(out[b:b + 1].double(), ref, **tolerance(torch.float32))
+
+
+def test_every_tensor_field_of_attn_is_viewed_on_a_host_memory_device() -> None:
+    # _core views these on the emulated device; a new tensor field left out would reach CPU operators
+    # as a device tensor
+    import dataclasses
+
+    from cudashim.npu_ops import _core
+    from cudashim.npu_ops._attn import Attn
+
+    tensor_fields = {f.name for f in dataclasses.fields(Attn) if "Tensor" in str(f.type)}
+    assert set(_core._TENSOR_FIELDS) == tensor_fields and _core._TENSOR_FIELDS[0] == "q"
