@@ -10,6 +10,7 @@ stream), and Dynamo's CUDA interface reports no Triton-capable GPU.
 
 from __future__ import annotations
 
+import collections
 from typing import Any, Callable
 
 from . import graph_kernels
@@ -117,9 +118,59 @@ def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Ca
         if is_active() and cls is not None:
             b.bind(cls, "is_available", staticmethod(lambda: False))  # no GPU for Triton to compile for
 
+    def dynamo_streams(mod: Any) -> None:
+        if is_active():
+            _lazy_current_stream(b, mod, is_active)
+
     when_imported("torch._inductor.utils", inductor_utils)
     when_imported("torch._inductor.compile_fx", compile_fx)
     when_imported("torch._dynamo.device_interface", device_interface)
+    when_imported("torch._dynamo.variables.streams", dynamo_streams)
+
+
+def _lazy_current_stream(b: Any, mod: Any, is_active: Callable[[], bool]) -> None:
+    """Dynamo registers the accelerator's current stream at the start of every trace, so every call of
+    every compiled frame first runs bytecode that fetches it again (a profiler hook, the stream, a weak
+    reference, a call with Dynamo disabled), used or not: on the device, whose work is the host's CPU
+    time, nano-vllm ran 3-5 % slower for it. Here the stream is registered when a trace first asks for
+    it (torch.cuda.current_stream(), a stream context), as Dynamo's own start-up code would; a trace
+    that never does compiles no such bytecode. Where another stream object was registered first (a
+    stream made inside the compiled code), the current stream cannot take index 0 as Dynamo expects:
+    that trace asks for it and graph-breaks instead."""
+    cls = mod.SymbolicStreamState
+    init, cur_stream = cls.__init__, cls.cur_stream
+
+    def lazy_init(self: Any) -> None:
+        if not is_active():
+            init(self)
+            return
+        mod.reset_user_object_tracking()  # as Dynamo's: the registry starts empty for every trace
+        self.cur_stream_stack = collections.deque()
+
+    def lazy_cur_stream(self: Any, device: Any = None) -> Any:
+        if not self.cur_stream_stack and is_active():
+            self.cur_stream_stack.extend(_registered_current_stream(mod))
+        return cur_stream(self, device)
+
+    b.bind(cls, "__init__", lazy_init)
+    b.bind(cls, "cur_stream", lazy_cur_stream)
+
+
+def _registered_current_stream(mod: Any) -> list[Any]:
+    """Dynamo's start-up registration of the current stream (SymbolicStreamState.__init__), done now:
+    [its variable], or [] where index 0 is taken (cur_stream then fails and the caller graph-breaks)."""
+    import torch
+
+    from torch._dynamo.graph_bytecode_inputs import index_to_bytecode_constructor
+
+    if index_to_bytecode_constructor:
+        return []
+    stream = torch.accelerator.current_stream()
+    source = mod.CurrentStreamSource(stream.device)
+    index = mod.register_user_object(stream, source)
+    var = mod.LazyVariableTracker.create(stream, source=source)
+    var.user_object_index = index
+    return [var]
 
 
 def use_cpp_backend(device: str = "cuda") -> None:

@@ -104,3 +104,40 @@ def test_only_blocks_over_128_kib_are_cached() -> None:
     proc = run_python(["-c", SMALL_NOT_CACHED], {})
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "ok" in proc.stdout
+
+
+# Dynamo fetches the current stream before every call of a compiled frame once it registered it; the
+# device registers it only for traces that ask for it (cudashim/emulated/compile.py). Such a trace
+# still gets the current stream; the others run no per-call lookup.
+STREAM_LOOKUPS = r"""
+import torch, torch._dynamo.utils as utils
+calls = []
+fetch = utils.get_current_stream
+utils.get_current_stream = lambda device: calls.append(device) or fetch(device)
+
+@torch.compile
+def norm(x):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+@torch.compile(fullgraph=True)
+def with_stream(x):
+    return x * 2, torch.cuda.current_stream()
+
+x = torch.randn(4, 8, device="cuda")
+for _ in range(3):
+    norm(x)
+plain = len(calls)
+for _ in range(3):
+    y, s = with_stream(x)
+print(plain, len(calls) > plain, s == torch.cuda.current_stream(), y.device)
+"""
+
+
+def test_compiled_frames_fetch_the_current_stream_only_where_used() -> None:
+    import pytest
+
+    if REAL_CUDA:
+        pytest.skip("the device's own choice: on CUDA Dynamo's per-call lookup is torch's")
+    proc = run_python(["-c", STREAM_LOOKUPS], {})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["0", "True", "True", "cuda:0"]
