@@ -89,15 +89,20 @@ def test_norms_and_addr_are_bit_identical_to_the_cpu() -> None:
 # thousands of times; where nothing needs their parts they run whole on the CPU, one fallback call:
 # the only device allocation is the result. A gradient, a dispatch mode or dropout (the device's
 # generator) keep the composite, as on a GPU.
-HOST_COMPOSITES = r"""
-import json, torch, torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
+# what both scripts below start with: one intra-op thread, a seed, and the device's allocation count
+_COUNTING = r"""
+import json, torch
 torch.set_num_threads(1)
 torch.manual_seed(0)
 out = {}
 
 def allocations():
     return torch.cuda.memory_stats()["allocation.all.allocated"]
+"""
+
+HOST_COMPOSITES = _COUNTING + r"""
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 q, k, v = torch.randn(4, 1, 64), torch.randn(4, 300, 64), torch.randn(4, 300, 64)  # 3-D: the math path
 mask = torch.rand(1, 300) > 0.3
@@ -159,15 +164,8 @@ def test_hot_composites_run_whole_on_the_cpu_unless_their_parts_are_wanted() -> 
 # Replacement kernels written with torch operators (flash-attn's, the KV store) read the device's tensors
 # over their host memory (platform.host_memory): the CPU's bits, the device allocating only results; a
 # gradient or dropout keeps the device's operators.
-HOST_ATTENTION = r"""
-import json, torch
+HOST_ATTENTION = _COUNTING + r"""
 from flash_attn import flash_attn_varlen_func
-torch.set_num_threads(1)
-torch.manual_seed(0)
-out = {}
-
-def allocations():
-    return torch.cuda.memory_stats()["allocation.all.allocated"]
 
 cu = torch.tensor([0, 5, 12], dtype=torch.int32)
 q, k, v = torch.randn(12, 4, 32), torch.randn(12, 2, 32), torch.randn(12, 2, 32)
