@@ -206,7 +206,7 @@ def main() -> int:
     ap.add_argument("--paired", action="store_true",
                     help="with --against: run both sides at the same time, each pinned to its own CPU (swapped every round)")
     ap.add_argument("--alternate", action="store_true",
-                    help="with --against: both workers loaded, taking turns on one CPU, one generate a turn (--rounds pairs)")
+                    help="with --against: both workers loaded, taking turns on CPU 0, one engine step a turn (--rounds generates each)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--turns", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
