@@ -79,7 +79,7 @@ void quiesce_autograd();
 // generator.cpp
 const at::Generator& default_generator(c10::DeviceIndex index);
 
-// graph.cpp: CUDA graph capture (issue 18)
+// graph.cpp: CUDA graph capture
 bool capturing();         // calls reaching the device key are recorded (not while a recorded call runs)
 bool capture_underway();  // a capture is open on this thread (also while a recorded call runs)
 void capture_refuse(const char* what);  // CUDA's capture error when a capture is open, else nothing

@@ -6,7 +6,7 @@ through the module __getattr__ below (a subprocess test proves it).
 
 # No typing, no importlib, no `from __future__ import annotations` (an import of its own) and not even
 # cudashim.errors at import: every shimmed interpreter imports this package before user code, where
-# each module costs ~0.1 ms. Annotations naming typing's names are strings; the errors resolve lazily.
+# every module imported is start-up time. Annotations naming typing's names are strings; the errors resolve lazily.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any

@@ -4,7 +4,7 @@ Modules that keep state register a callback with on_reset(); reset() runs them n
 use it through cudashim.status()'s neighbour `cudashim._state.reset`).
 
 The two stateful modules of every shimmed start-up, the bootstrap and hardware detection, do not
-import this module to register (one import more before user code, ~0.1 ms, in every process): they
+import this module to register (one import more before user code, in every process): they
 are named in _START_UP instead, and reset() calls their `_reset` when they are loaded, after the
 registered callbacks (they load first, so "newest first" puts them last).
 """

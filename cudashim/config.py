@@ -244,7 +244,7 @@ def _check_replacement(path: "Path", key: str, target: str, repl: str) -> None:
     """The replacement's module found and its symbol seen in its source, without running either."""
     if repl == target:
         raise _fail(path, key, f"{target!r} is replaced by itself", "point it at a different module:symbol, or delete the line")
-    from ._replacements import UNKNOWN, locate, missing
+    from ._locate import UNKNOWN, locate, missing
 
     module, _, symbol = repl.partition(":")
     spec, why = locate(module, str(path.parent))

@@ -37,7 +37,7 @@ __all__ = [
 # A small immutable record: what `@dataclass(frozen=True)` gives, without importing dataclasses
 # (which alone pulls in inspect, ast, dis and tokenize). It lives here rather than in a module of its
 # own because this is the first module on the bootstrap path that needs it (Var, EnvRule) and one
-# module fewer to import is ~0.1 ms of every shimmed start-up; hardware.nvidia and config use it as Record.
+# module fewer to import is start-up time saved in every shimmed process; hardware.nvidia and config use it as Record.
 # A subclass names its fields in `__slots__` and optional defaults in `_defaults`; it gets
 # positional/keyword construction with dataclass-style TypeErrors, equality and hashing by value
 # (same class only), a dataclass-style repr, `_replace()`, and pickling/copying.
@@ -161,11 +161,13 @@ def _csv(name: str, value: str) -> tuple[str, ...]:
 
 
 def _platform(name: str, value: str) -> str:
+    from ._platforms import PLATFORMS
+
     v = value.strip().lower()
-    if v not in ("ascend", "nvidia", "cpu"):
+    if v not in PLATFORMS:
         from .errors import EnvError
 
-        raise EnvError(f"{name}={value!r} is not a platform; use ascend, nvidia or cpu (or unset it to detect)")
+        raise EnvError(f"{name}={value!r} is not a platform; use {', '.join(PLATFORMS[:-1])} or {PLATFORMS[-1]} (or unset it to detect)")
     return v
 
 

@@ -1,6 +1,6 @@
 """What every test folder shares: helper modules on the path, the tiers as markers, the one `gpu` skip.
 
-- tests/fixtures holds the shared helpers (hwtrees, hwtest, npu_ops_ref); pyproject's
+- tests/fixtures holds the shared helpers (hwtrees, hwtest, replacements_ref); pyproject's
   `pythonpath` puts it on sys.path, so test files import them by name (no sys.path edits).
 - Tiers are markers: `gpu` (an NVIDIA GPU; skipped without one, written once below), `subprocess`
   (fresh interpreters: tests/subprocess, tests/hooks, tests/trust), `ascend_contract` (tests/ascend: the alias

@@ -137,9 +137,9 @@ def _script_dir() -> str | None:
 
 
 def _on_torch(platform: str, module: "Any") -> None:
-    from .. import aliases
+    from .. import installers
 
-    aliases.install(platform)
+    installers.install(platform)
 
 
 def _load_hook(config: "Any", platform: str) -> None:
@@ -151,12 +151,12 @@ def _load_hook(config: "Any", platform: str) -> None:
 
 
 def _unhook(hook: "Any") -> None:
-    """Take back whatever of the hook is in place: the armed names, or the patches and aliases."""
+    """Take back whatever of the hook is in place: the armed names, or the patches and installers."""
     if hook.cancel():
-        from .. import aliases, patches
+        from .. import installers, patches
 
         patches.uninstall()  # also drops the pending torch callback
-        aliases.uninstall()
+        installers.uninstall()
 
 
 def _undo_env(changes: list[tuple[str, str | None]]) -> "Callable[[], None]":
@@ -347,7 +347,7 @@ def activate(platform: str | None = None, *, config: str | os.PathLike[str] | No
 
     Returns the platform name (None when CUDASHIM_DISABLE=1). Raises the CudashimError that stopped
     it, having undone its earlier steps. Called after `import torch` it warns (visibility and the
-    allocator settings may already be frozen) and installs what still helps: patches and aliases.
+    allocator settings may already be frozen) and installs what still helps: patches and the platform installer.
     """
     global _active, _off_reason
     if _disabled():
@@ -381,7 +381,7 @@ def activate(platform: str | None = None, *, config: str | os.PathLike[str] | No
 
 
 def deactivate() -> None:
-    """Undo the activation (bootstrap or activate()): aliases, patches, environment. Idempotent."""
+    """Undo the activation (bootstrap or activate()): installer, patches, environment. Idempotent."""
     global _active, _off_reason
     active, _active = _active, None
     if active is None:
@@ -400,7 +400,7 @@ def status() -> "dict[str, Any]":
     platform        "ascend" | "nvidia" | "cpu", and `platform_reason`: the override, config line or detection
     config          the config file that applies (None: none), and `config_reason`: how it was chosen
     hook            the import hook: "armed" (names known, nothing loaded: no torch or patch target
-                    looked up yet), "loaded" (patches installed, aliases follow torch), "off"
+                    looked up yet), "loaded" (patches installed, the installer follows torch), "off"
     bootstrap_runs  0 or 1; chained_sitecustomize: the user's sitecustomize that ran after ours
     """
     a = _active

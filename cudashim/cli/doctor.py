@@ -1,4 +1,4 @@
-"""`python -m cudashim doctor [--json] [--torch]`: what the shim sees and would do on this machine.
+"""`python -m cudashim doctor [--json] [--torch]`: what the shim sees and would do here.
 
 The platform and why it was chosen, the devices with their NUMA nodes, the visible-device variables,
 the environment the bootstrap would set, the capability table for the platform, and the optional
@@ -78,7 +78,7 @@ def _platform_section(env: Mapping[str, str], problems: list[str]) -> tuple[str,
 
 def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
     from .. import hardware
-    from ..platform.contract import bf16_tflops_for, _first_device_name
+    from ..platform.peak import bf16_tflops_for, first_device_name
 
     simulated = hardware.simulated_root(env)
     root = env.get("CUDASHIM_SYSROOT") or simulated
@@ -102,7 +102,7 @@ def _devices_section(env: Mapping[str, str], platform: str) -> dict[str, Any]:
     out["numa_nodes"] = {str(n): format_cpu_list(cpus) for n, cpus in sorted(nodes.items())}
     if detected != "cpu":
         device_name = out["devices"][0].get("name") if out["devices"] and detected == "nvidia" else None
-        out["bf16_tflops_limit"] = bf16_tflops_for(device_name or _first_device_name(detected, root))
+        out["bf16_tflops_limit"] = bf16_tflops_for(device_name or first_device_name(detected, root))
     else:
         out["bf16_tflops_limit"] = None
     return out

@@ -54,7 +54,7 @@ def check(config: Config, platform: str) -> list[str]:
     problems found, one line each naming the config line (empty: all good)."""
     import os
 
-    from .._replacements import import_replacement
+    from .._locate import import_replacement
     from ..patches._apply import get_path
 
     folder = os.path.dirname(os.fspath(config.path)) if config.path is not None else None

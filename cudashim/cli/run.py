@@ -77,7 +77,7 @@ def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
             break
         if arg in ("-h", "--help"):
             raise _UsageError("")
-        if arg == "--simulate":  # the simulated Ascend NPU (issue 19): a flag, no value
+        if arg == "--simulate":  # the simulated Ascend NPU: a flag, no value
             opts["simulate"] = "1"
             i += 1
             continue

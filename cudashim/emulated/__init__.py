@@ -41,10 +41,10 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     import torch
 
     from .. import visibility
-    from ..platform import host_memory
+    from ..platform import cpu_views
     from . import accelerator, compile, cpu_build, distributed, graphs, nccl, streams
     from .cuda import DeviceModule, nvtx_table
-    from .host import host_properties, mem_get_info
+    from .properties import host_properties, mem_get_info
     from .memory import bind_storage_resize
 
     mod = load("CUDA")
@@ -81,9 +81,9 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     distributed.bind(bindings, torch, mod)
     nccl.bind(bindings, torch)  # NCCL groups are Gloo groups that answer as NCCL's
     bind_storage_resize(bindings, torch, mod)  # FSDP2 frees and re-allocates parameters this way
-    graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
+    graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graphs/graph.cpp)
     # replacement kernels written with torch operators read cuda tensors over their host memory
-    bindings.bind(host_memory, "views", {**host_memory.views, "cuda": mod.cpu_view})
+    bindings.bind(cpu_views, "views", {**cpu_views.views, "cuda": mod.cpu_view})
     return dm
 
 

@@ -23,11 +23,16 @@ from ..errors import CudashimError
 __all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES"]
 
 _CSRC = Path(__file__).resolve().parents[2] / "csrc"
-SOURCES = ("devices.cpp", "allocator.cpp", "views.cpp", "generator.cpp", "guard.cpp", "kernels.cpp",
-           "fallback.cpp", "direct.cpp", "amp.cpp", "sdpa.cpp", "rnn.cpp", "linalg.cpp", "collectives.cpp",
-           "ddp_timer.cpp", "hooks.cpp", "graph.cpp",
-           "exit.cpp", "module.cpp")
-_HEADERS = ("shim.h", "call.h")
+# grouped as PyTorch's reference backend groups its own: the device runtime (memory, devices, streams,
+# generators, the hooks torch asks), the operators, distributed, graphs; module.cpp binds them for Python
+SOURCES = ("runtime/devices.cpp", "runtime/allocator.cpp", "runtime/generator.cpp", "runtime/guard.cpp",
+           "runtime/hooks.cpp", "runtime/exit.cpp",
+           "ops/views.cpp", "ops/kernels.cpp", "ops/fallback.cpp", "ops/direct.cpp", "ops/amp.cpp", "ops/sdpa.cpp",
+           "ops/rnn.cpp", "ops/linalg.cpp",
+           "distributed/collectives.cpp", "distributed/ddp_timer.cpp",
+           "graphs/graph.cpp",
+           "module.cpp")
+_HEADERS = ("shim.h", "ops/call.h")
 _loaded: dict[str, ModuleType] = {}
 
 
@@ -106,8 +111,8 @@ def _compile(name: str, where: Path, dispatch_key: str, verbose: bool) -> Module
         flags.append(f"-DCUDASHIM_KEY={dispatch_key}")
     try:
         return cpp_extension.load(name=name, sources=[str(_CSRC / s) for s in SOURCES], extra_cflags=flags,
-                           build_directory=str(where), verbose=verbose, is_python_module=True,
-                           with_cuda=False)
+                           extra_include_paths=[str(_CSRC)], build_directory=str(where), verbose=verbose,
+                           is_python_module=True, with_cuda=False)
     except Exception as e:
         raise EmulatedBuildError(
             f"building the emulated device's native core failed: {_errors(str(e))}. It needs a C++17 compiler (g++) and "

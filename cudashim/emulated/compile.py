@@ -132,7 +132,7 @@ def _lazy_current_stream(b: Any, mod: Any, is_active: Callable[[], bool]) -> Non
     """Dynamo registers the accelerator's current stream at the start of every trace, so every call of
     every compiled frame first runs bytecode that fetches it again (a profiler hook, the stream, a weak
     reference, a call with Dynamo disabled), used or not: on the device, whose work is the host's CPU
-    time, nano-vllm ran 1.6 % slower for it (3-5 % against Dynamo with no stream registration at all). Here the stream is registered when a trace first asks for
+    time, that is a cost on every compiled call. Here the stream is registered when a trace first asks for
     it (torch.cuda.current_stream(), a stream context), as Dynamo's own start-up code would; a trace
     that never does compiles no such bytecode. Where another stream object was registered first (a
     stream made inside the compiled code), the current stream cannot take index 0 as Dynamo expects:

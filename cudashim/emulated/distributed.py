@@ -1,6 +1,6 @@
 """NCCL-written programs on Gloo, with the device's cuda tensors.
 
-Gloo cannot take cuda tensors; the core (csrc/collectives.cpp) replaces the c10d operators' CUDA kernels
+Gloo cannot take cuda tensors; the core (csrc/distributed/collectives.cpp) replaces the c10d operators' CUDA kernels
 with ones that hand Gloo CPU tensors over the same memory, which covers Python collectives and
 DDP's C++ reducer alike. Two collectives NCCL accepts and Gloo does not are built here from ones it
 has: all_gather_into_tensor (and its other names, all_gather_single, _all_gather_base) with a flat or

@@ -1,8 +1,8 @@
-"""Inductor's C++ kernels inside a CUDA graph capture on the emulated device (issue 18).
+"""Inductor's C++ kernels inside a CUDA graph capture on the emulated device.
 
 The wrapper torch.compile generates for cuda tensors (compile.py) calls its C++ kernels as Python
 callables over the tensors' data pointers, past the dispatcher where a capture records
-(csrc/graph.cpp). While a capture is open, each such call goes through one operator instead,
+(csrc/graphs/graph.cpp). While a capture is open, each such call goes through one operator instead,
 
     cudashim::graph_kernel(int handle, Tensor[] reads, Tensor(a!)[] writes) -> ()
 

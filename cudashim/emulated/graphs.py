@@ -1,11 +1,11 @@
-"""torch.cuda's graph API over the emulated device's recorder (csrc/graph.cpp).
+"""torch.cuda's graph API over the emulated device's recorder (csrc/graphs/graph.cpp).
 
 The core registers its graph as the CUDA device type's at::GraphImplInterface, so
 torch.accelerator.Graph works as torch ships it; torch.cuda.CUDAGraph is the same C++ object under
 torch.cuda's names and arguments. torch.cuda.graph and make_graphed_callables are torch's own code,
 unchanged: they find CUDAGraph and graph_pool_handle in torch.cuda.graphs, bound here.
 
-Choices (issue 18), where CUDA leaves a choice or the host differs:
+Choices, where CUDA leaves a choice or the host differs:
   * capture runs no in-place or out= work and no copy (a program sees none of it until replay);
     functional operators run once so their outputs exist: their contents are defined after replay.
   * capture is process-wide (CUDA's "global" mode): the autograd engine's device thread records too.
@@ -36,7 +36,7 @@ def _graph_class(torch: Any, core: Any) -> type:
     base = torch._C._acceleratorGraph
 
     class CUDAGraph(base):  # type: ignore[misc, valid-type]
-        """torch.cuda.CUDAGraph on the emulated device: capture records, replay re-runs (csrc/graph.cpp)."""
+        """torch.cuda.CUDAGraph on the emulated device: capture records, replay re-runs (csrc/graphs/graph.cpp)."""
 
         def __new__(cls, keep_graph: bool = False) -> Any:
             return super().__new__(cls, keep_graph)

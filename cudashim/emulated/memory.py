@@ -1,9 +1,9 @@
-"""torch.cuda's memory statistics, read from the emulated device's allocator (csrc/allocator.cpp).
+"""torch.cuda's memory statistics, read from the emulated device's allocator (csrc/runtime/allocator.cpp).
 
 The allocator rounds every block to 512 bytes as CUDA's caching allocator does, so "allocated" moves
-by exactly what the program allocates; like CUDA's, it keeps freed blocks for the next allocation of
-about their size: they stay "reserved" until empty_cache() gives them back (or never, with
-PYTORCH_NO_CUDA_MEMORY_CACHING=1). Blocks are not split, so one pool ("large_pool") holds them all.
+by exactly what the program allocates; like CUDA's, it keeps freed blocks over 128 KiB for the next
+allocation of about their size: they stay "reserved" until empty_cache() gives them back (or never,
+with PYTORCH_NO_CUDA_MEMORY_CACHING=1); smaller blocks go back to the host's malloc. Blocks are not split, so one pool ("large_pool") holds them all.
 mem_get_info() is the host's (free, total): the device's memory is the host's memory.
 """
 

@@ -33,7 +33,7 @@ from .distributed import named_groups
 
 __all__ = ["bind", "NCCL_VERSION", "ProcessGroupNCCL"]
 
-# What torch.cuda.nccl.version() answers: the NCCL release torch 2.11+cu130 reports on an H200
+# What torch.cuda.nccl.version() answers: the NCCL release a CUDA 13 build of torch 2.11 reports
 # (checked there; torch 2.13's CUDA wheels were not available to check). No NCCL is loaded; the number is there for code that logs it or gates NCCL features on it, and every such
 # feature it can reach (ProcessGroupNCCL options) is a tuning Gloo ignores.
 NCCL_VERSION = (2, 28, 9)

@@ -1,7 +1,7 @@
 """torch.cuda.Stream / Event on the emulated device: torch.Stream / torch.Event of device "cuda"; the
 same for the simulated NPU's torch.npu (device "npu", the handle named npu_stream).
 
-They go through the core's guard (csrc/guard.cpp), so they are real c10 streams and events:
+They go through the core's guard (csrc/runtime/guard.cpp), so they are real c10 streams and events:
 record_stream(), torch.accelerator and the autograd engine take them. Work runs when it is issued,
 so every stream is ordered with every other; events read the host clock when recorded, so
 elapsed_time() is real wall time.

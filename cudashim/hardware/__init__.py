@@ -33,17 +33,14 @@ from ._fs import (
 
 # on the start-up path of every shimmed process: no typing and no `from __future__ import
 # annotations` (each one more import); annotations naming typing's names are strings, and Kind is
-# built on first access
+# looked up on first access
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Literal
-
+    from .._platforms import Platform as Kind
     from ..errors import HardwareError
     from .ascend import NpuDevice, discover_npu_devices, npu_numa_node
     from .cpu import numa_cpus, physical_cores_by_numa
     from .nvidia import GpuDevice, NvmlDevice, discover_gpus, query_nvml
-
-    Kind = Literal["ascend", "nvidia", "cpu"]
 
 __all__ = [
     "KINDS",
@@ -74,10 +71,10 @@ _LAZY: dict[str, str] = {
 
 
 def __getattr__(name: str) -> object:
-    if name == "Kind":
-        from typing import Literal
+    if name == "Kind":  # the type of a platform name (a plain str at run time)
+        from .._platforms import Platform
 
-        kind = globals()["Kind"] = Literal["ascend", "nvidia", "cpu"]
+        kind = globals()["Kind"] = Platform
         return kind
     sub = _LAZY.get(name)
     if sub is None:
@@ -96,7 +93,7 @@ def __dir__() -> list[str]:
 # ---------------------------------------------------------------------------------------------------
 # Detection: which accelerator this machine has, answered from the file system alone, cached per root.
 
-KINDS: tuple[str, ...] = ("ascend", "nvidia", "cpu")
+from .._platforms import PLATFORMS as KINDS  # noqa: E402 - detection answers one of the platforms
 
 # resolved root -> kind; devices are not hot-plugged under a running program, so one answer per
 # process is right, and the bootstrap asks more than once
@@ -110,7 +107,7 @@ def _reset() -> None:
 
 
 def accelerator_kind(root: str | None = None) -> "Kind":
-    """'ascend' | 'nvidia' | 'cpu'. Ascend is checked first: a box with both drivers is an Ascend box
+    """'ascend' | 'nvidia' | 'cpu'. Ascend is checked first: a machine with both drivers is an Ascend machine
     (the NVIDIA driver there is incidental, and the Ascend probe is the cheaper miss elsewhere)."""
     key = resolve_root(root)
     kind = _kind_cache.get(key)

@@ -6,8 +6,8 @@
     watch(name, on_load, standin)   persistent watch (patches): every load; stand-in when absent
 
 The bootstrap arms the hook with the module names it will care about (torch and the patch
-targets), so cudashim.patches' registry and cudashim.aliases load only when one of them is first
-looked up; patches and aliases both register their callbacks here and never import each other.
+targets), so cudashim.patches' registry and cudashim.installers load only when one of them is first
+looked up; patches and installers both register their callbacks here and never import each other.
 
 Modelled on wrapt's importer.py: the finder is asked first for every import, answers "not mine" with
 one dict lookup for modules nobody watches, and for a watched module asks the finders behind it for
@@ -202,7 +202,7 @@ def defer(names: "Iterable[str]", load: "Callable[[], None]") -> Deferred:
         _ensure_finder()
     # Off sys.meta_path at exit, after the program's own atexit handlers: the interpreter keeps that
     # list alive through its finalization, and a finder still on it keeps this module's globals, with
-    # every module they reach, alive past the last garbage collection (~0.1 ms of every exit).
+    # every module they reach, alive past the last garbage collection, which costs every exit.
     import atexit
 
     atexit.register(_remove_finder)

@@ -172,7 +172,7 @@ def resolve(patch: Patch) -> Any:
     busy.add(key)
     try:
         try:
-            from .._replacements import import_replacement
+            from .._locate import import_replacement
 
             repl_mod = import_replacement(mod_name, patch.folder)
         except Exception as e:

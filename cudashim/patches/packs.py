@@ -18,7 +18,7 @@ __all__ = ["PACKS", "PLATFORM_MODE", "ALWAYS", "ABSENT_ONLY", "pack_of", "target
 # gets beside its own. A pack is switched off as a whole by naming it in `disable` (config) or
 # CUDASHIM_DISABLE_PATCHES; a single target by naming its "module:symbol".
 
-_FA = "cudashim.npu_ops.flash_attn"
+_FA = "cudashim.replacements.flash_attn"
 
 PACKS: "dict[str, dict[str, str]]" = {
     "flash_attn": {
@@ -30,10 +30,10 @@ PACKS: "dict[str, dict[str, str]]" = {
         "flash_attn.flash_attn_interface:flash_attn_with_kvcache": f"{_FA}:flash_attn_with_kvcache",
     },
     "flash_attn_cute": {
-        "flash_attn.cute.interface:_flash_attn_fwd": "cudashim.npu_ops.flash_attn_cute:_flash_attn_fwd",
+        "flash_attn.cute.interface:_flash_attn_fwd": "cudashim.replacements.flash_attn_cute:_flash_attn_fwd",
     },
     "deep_select": {
-        "deep_select.interface:topk": "cudashim.npu_ops.deep_select:topk",
+        "deep_select.interface:topk": "cudashim.replacements.deep_select:topk",
     },
 }
 

@@ -18,9 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PLATFORMS", "resolve_platform_name", "settle", "settled"]
 
-#: every platform name, in the order detection checks them; the config, CUDASHIM_PLATFORM, the patch
-#: packs' modes and the capability table all use these names (import-linter and tests keep them in step)
-PLATFORMS = ("ascend", "nvidia", "cpu")
+from .._platforms import PLATFORMS
 
 # the platform the activation (bootstrap or activate()) settled for this process; None when inactive
 _settled: "str | None" = None

@@ -83,19 +83,19 @@ N, E, U = "native", "emulated", "unsupported"
 _EAGER = "run with enforce_eager=True (or your engine's eager switch) so no graph is captured"
 _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("module:symbol" = "repl.module:symbol")'
 
-# nvidia cells are L3 where the shim's own code ran on an H200 (tests/device, benchmarks/*_gpu.py and nano-vllm
-# with CUDA graphs under `cudashim run`, 2026-11-30), else L0 (pass-through, untouched by the shim); ascend cells are L0 unless a contract
+# nvidia cells are L3 where the shim's own code ran on an NVIDIA GPU (tests/device, benchmarks/*_gpu.py and nano-vllm
+# with CUDA graphs under `cudashim run`), else L0 (pass-through, untouched by the shim); ascend cells are L0 unless a contract
 # test composes them with real torch_npu code (L1: tests/ascend/test_transfer_to_npu_contract.py runs the
 # alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2), and L1s where they ran on the
 # simulated NPU (tests/simulated: the idiom table, the refusals, serve.py; tests/e2e -k simulated). cpu cells describe the
 # emulated CUDA device (csrc/, cudashim/emulated/) and are L3 where a CI test runs them (tests/emulated and the
 # idiom table tests/cpu/test_idioms.py the device, tests/cpu/test_cpu_limits.py the refusals under
-# `cudashim run`, tests/kernels and tests/npu_ops the torch paths, tests/cpu/test_cpu_torchrun.py NCCL-as-Gloo
+# `cudashim run`, tests/kernels and tests/replacements the torch paths, tests/cpu/test_cpu_torchrun.py NCCL-as-Gloo
 # with two ranks).
 TABLE: tuple[Capability, ...] = (
     _cap("cuda_graphs", "CUDA graphs", "torch.cuda.CUDAGraph",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "torch.cuda.CUDAGraph / torch.cuda.graph (nano-vllm captured "
-               "its decode graphs under the shim on an H200)"),
+               "its decode graphs under the shim on an NVIDIA GPU)"),
          ascend=Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
          cpu=Entry(E, RAISE_CALL, "L3", "the emulated device records the calls of a capture at its dispatcher and "
                    "replays them in C++ on the captured memory (tests/emulated/test_graphs.py; nano-vllm with "
@@ -142,7 +142,7 @@ TABLE: tuple[Capability, ...] = (
                "nothing to do; gate it on PLATFORM.is_gpu to silence this"),
          cpu=Entry(E, None, "L0", "BF16 output then cast through the torch reference")),
     _cap("per_token_cast_granularity", "per-token cast group size", "per_token_cast",
-         nvidia=Entry(N, RAISE_CALL, "L3", "any multiple of 32 (the cuda kernel, g32/64/128, equals the torch backend on an H200)"),
+         nvidia=Entry(N, RAISE_CALL, "L3", "any multiple of 32 (the cuda kernel, g32/64/128, equals the torch backend on an NVIDIA GPU)"),
          ascend=Entry(E, WARN, "L2", "native g32 only (lowers to AscendC in CI); other multiples of 32 use the PyTorch "
                "reference (slower)",
                "use group size 32 for the native kernel"),
@@ -182,15 +182,15 @@ TABLE: tuple[Capability, ...] = (
                    "all_gather_into_tensor/reduce_scatter_tensor included; ProcessGroupNCCL(...) and torch.cuda.nccl's "
                    "collectives raise")),
     _cap("flash_attention", "flash attention", "flash_attn",
-         nvidia=Entry(N, RAISE_CALL, "L3", "flash_attn when installed; a portable stand-in when it is not (cudashim.npu_ops "
-               "on PyTorch's flash kernel and Triton paged kernels, checked on an H200)"),
-         ascend=Entry(E, RAISE_CALL, "L1s", "cudashim.npu_ops.flash_attn on torch_npu fused attention; the flash-attn "
+         nvidia=Entry(N, RAISE_CALL, "L3", "flash_attn when installed; a portable stand-in when it is not (cudashim.replacements "
+               "on PyTorch's flash kernel and Triton paged kernels, checked on an NVIDIA GPU)"),
+         ascend=Entry(E, RAISE_CALL, "L1s", "cudashim.replacements.flash_attn on torch_npu fused attention; the flash-attn "
                "-> NPU mapping checked numerically against CPU implementations of the documented operators "
                "(cudashim.emulated.npu.ops) and run end to end by nano-vllm on the simulated NPU; not run on an NPU"),
-         cpu=Entry(E, RAISE_CALL, "L3", "cudashim.npu_ops.flash_attn's torch path stands in for flash_attn "
-               "(tests/npu_ops checks it against a float64 oracle in CI)")),
+         cpu=Entry(E, RAISE_CALL, "L3", "cudashim.replacements.flash_attn's torch path stands in for flash_attn "
+               "(tests/replacements checks it against a float64 oracle in CI)")),
     _cap("tilelang_kernels", "TileLang kernels", "tilelang kernel library",
-         nvidia=Entry(N, RAISE_CALL, "L3", "cudashim.kernels.cuda (TileLang target cuda; equal to the torch backend on an H200)"),
+         nvidia=Entry(N, RAISE_CALL, "L3", "cudashim.kernels.cuda (TileLang target cuda; equal to the torch backend on an NVIDIA GPU)"),
          ascend=Entry(E, RAISE_CALL, "L2", "cudashim.kernels.asc (TileLang target ascend; every kernel lowers to AscendC in "
                "CI, none compiled with bisheng or run)"),
          cpu=Entry(E, RAISE_CALL, "L3", "cudashim.kernels.torch reference implementations (run in CI by tests/kernels)")),
@@ -205,7 +205,7 @@ TABLE: tuple[Capability, ...] = (
          cpu=Entry(U, RAISE_CALL, "L3", "no Triton backend for the emulated device",
                f"{_PATCH}, or set TRITON_INTERPRET=1 to run it in Triton's (slow) interpreter")),
     _cap("cuda_device_semantics", "cuda:N tensors with CUDA's semantics", "device='cuda' tensors",
-         nvidia=Entry(N, None, "L3", "the GPU itself (tests/emulated's checks pass on an H200 with the shim off)"),
+         nvidia=Entry(N, None, "L3", "the GPU itself (tests/emulated's checks pass on an NVIDIA GPU with the shim off)"),
          ascend=Entry(N, None, "L1s", "NPU tensors through transfer_to_npu (device type npu, not cuda; is_cuda is "
                "is_npu); ran with the wheel's transfer_to_npu on the simulated NPU (tests/simulated)"),
          cpu=Entry(E, RAISE_CONSTRUCTION, "L3", "the emulated device of csrc/: cuda:N tensors in host memory run by "

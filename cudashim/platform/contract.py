@@ -12,6 +12,8 @@ import enum
 from .. import _state, envs
 from ..errors import CapabilityError
 from . import PLATFORMS, resolve_platform_name
+from . import _host_pinning
+from .peak import bf16_tflops_for, first_device_name
 
 # ctypes, re and warnings are imported by the few methods that use them; the bootstrap imports
 # the package only (this module's enum would cost every shimmed interpreter's start-up)
@@ -28,8 +30,6 @@ __all__ = [
     "PlatformNPU",
     "PlatformCPU",
     "PLATFORM_CLASSES",
-    "BF16_TFLOPS",
-    "bf16_tflops_for",
     "platform_name",
     "get_platform",
 ]
@@ -39,55 +39,6 @@ class PlatformEnum(enum.Enum):
     GPU = "gpu"
     NPU = "npu"
     CPU = "cpu"
-
-
-# Dense (no sparsity) BF16 peak per chip, in TFLOPS: the MFU denominator, not a limit on anything.
-# (pattern matched against the device name, value, source). First match wins, so specific names come first.
-# Datasheets quote "with sparsity" figures; dense is half of those.
-BF16_TFLOPS: tuple[tuple[str, float, str], ...] = (
-    (r"\bGB200\b", 2500.0, "NVIDIA GB200 NVL72 datasheet: 5 PFLOPS sparse FP16/BF16 per GPU, halved"),
-    (r"\bB200\b", 2250.0, "NVIDIA HGX B200 datasheet: 36 PFLOPS sparse FP16/BF16 per 8 GPUs, halved"),
-    (r"\bH100\b.*\bPCIe\b", 756.0, "NVIDIA H100 datasheet, PCIe: 1,513 TFLOPS sparse BF16, halved"),
-    (r"\bH100\b.*\bNVL\b", 835.0, "NVIDIA H100 datasheet, NVL: 1,671 TFLOPS sparse BF16, halved"),
-    (r"\bH(100|200|800)\b", 989.0, "NVIDIA H100/H200 SXM datasheets: 1,979 TFLOPS sparse BF16, halved"),
-    (r"\bH20\b", 148.0, "NVIDIA H20 product brief: 148 TFLOPS dense BF16"),
-    (r"\bA(100|800)\b", 312.0, "NVIDIA A100 datasheet: 312 TFLOPS dense BF16"),
-    (r"\bL40S\b", 362.0, "NVIDIA L40S datasheet: 733 TFLOPS sparse BF16, halved"),
-    # No Huawei datasheet figure we could check; 432 is the constant DeepInfer's device.py uses for the
-    # Ascend 950 MFU denominator (see the reference notes). Other Ascend chips: unknown -> None.
-    (r"\bAscend\s*950", 432.0, "DeepInfer get_bf16_tflops_limit() constant for Ascend 950 (not a datasheet)"),
-)
-
-
-def bf16_tflops_for(device_name: str | None) -> float | None:
-    """Dense BF16 peak of the named chip from BF16_TFLOPS; None when unknown (MFU stats then switch off)."""
-    if not device_name:
-        return None
-    import re
-
-    for pattern, value, _source in BF16_TFLOPS:
-        if re.search(pattern, device_name, re.IGNORECASE):
-            return value
-    return None
-
-
-def _first_device_name(kind: str, root: str | None = None) -> str | None:
-    """The first device's name from cudashim.hardware (NVML / procfs / sysfs), never from a device context."""
-    try:
-        from .. import hardware
-
-        if kind == "nvidia":
-            gpus = hardware.discover_gpus(root)
-            return gpus[0].name if gpus else None
-        if kind == "ascend":
-            from ..hardware import ascend
-
-            # only Ascend 950-class (UB) systems expose devices under /sys/class/ubcore; davinci-only
-            # nodes (910B and older) carry no chip name we can read without the runtime
-            return "Ascend 950" if ascend.ubcore_entries(root) else None
-    except Exception:  # a probe failing only means "unknown peak"
-        return None
-    return None
 
 
 class Platform:
@@ -181,22 +132,22 @@ class PlatformGPU(Platform):
         import torch
 
         # A failed cudaHostRegister, even a benign one, leaves the runtime's last error set and
-        # torch's next kernel launch check raises it (seen on the H200): don't provoke the error.
+        # torch's next kernel launch check raises it: don't provoke the error.
         if tensor.is_pinned():
             return
-        err = _code(torch.cuda.cudart().cudaHostRegister(tensor.data_ptr(), tensor.nbytes, 0))
+        err = _host_pinning.code(torch.cuda.cudart().cudaHostRegister(tensor.data_ptr(), tensor.nbytes, 0))
         if err:
-            _clear_cuda_last_error()
-        _warn_unless_benign(err, self._BENIGN, f"cudaHostRegister(0x{tensor.data_ptr():x}, {tensor.nbytes})",
+            _host_pinning.clear_cuda_last_error()
+        _host_pinning.warn_unless_benign(err, self._BENIGN, f"cudaHostRegister(0x{tensor.data_ptr():x}, {tensor.nbytes})",
                             "H2D/D2H copies from this buffer take the pageable slow path")
 
     def unpin_host_memory(self, ptr: int) -> None:
         import torch
 
-        err = _code(torch.cuda.cudart().cudaHostUnregister(ptr))
+        err = _host_pinning.code(torch.cuda.cudart().cudaHostUnregister(ptr))
         if err:
-            _clear_cuda_last_error()
-        _warn_unless_benign(err, self._BENIGN, f"cudaHostUnregister(0x{ptr:x})",
+            _host_pinning.clear_cuda_last_error()
+        _host_pinning.warn_unless_benign(err, self._BENIGN, f"cudaHostUnregister(0x{ptr:x})",
                             "the buffer may stay page-locked until the process exits")
 
     def get_distributed_options(self) -> object:
@@ -216,7 +167,7 @@ class PlatformGPU(Platform):
         return options
 
     def bf16_tflops_limit(self, device_name: str | None = None) -> float | None:
-        return bf16_tflops_for(device_name or _first_device_name("nvidia"))
+        return bf16_tflops_for(device_name or first_device_name("nvidia"))
 
 
 class PlatformNPU(Platform):
@@ -238,41 +189,15 @@ class PlatformNPU(Platform):
         bind_device: Callable[[], None] | None = None,
     ) -> None:
         # Resolved once here, so an old driver stops the program at start-up rather than at the first pin.
-        self._register, self._unregister = self._resolve_acl_host_register(acl_loader or _load_libascendcl)
-        self._bind_device = bind_device or _bind_current_npu
-
-    @staticmethod
-    def _resolve_acl_host_register(loader: Callable[[], Any]) -> tuple[Any, Any]:
-        try:
-            lib = loader()
-        except OSError as e:
-            raise CapabilityError(
-                f"libascendcl.so could not be loaded on ascend ({e}); install the CANN toolkit/driver and source "
-                "its set_env.sh so libascendcl.so is on LD_LIBRARY_PATH, or run with CUDASHIM_PLATFORM=cpu"
-            ) from None
-        register = getattr(lib, "aclrtHostRegisterV2", None)
-        unregister = getattr(lib, "aclrtHostUnregister", None)
-        if register is None or unregister is None:
-            missing = [n for n, f in (("aclrtHostRegisterV2", register), ("aclrtHostUnregister", unregister)) if f is None]
-            raise CapabilityError(
-                f"{' and '.join(missing)} not found in libascendcl.so on ascend: the CANN driver is too old for "
-                "host-memory registration; upgrade CANN to a release that provides aclrtHostRegisterV2"
-            )
-        # Without argtypes ctypes would pass a 64-bit address as a C int and truncate it.
-        import ctypes
-
-        register.argtypes = (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32)
-        register.restype = ctypes.c_int
-        unregister.argtypes = (ctypes.c_void_p,)
-        unregister.restype = ctypes.c_int
-        return register, unregister
+        self._register, self._unregister = _host_pinning.acl_host_register(acl_loader or _host_pinning.load_libascendcl)
+        self._bind_device = bind_device or _host_pinning.bind_current_npu
 
     def pin_host_memory(self, tensor: torch.Tensor) -> None:
         # The ACL context is per thread: a pool created on one thread and pinned on another fails with 107002.
         self._bind_device()
         ptr, nbytes = tensor.data_ptr(), tensor.nbytes
         err = self._register(ptr, nbytes, self._ACL_HOST_REG_PINNED)
-        _warn_unless_benign(err, (self._ACL_SUCCESS, self._ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED),
+        _host_pinning.warn_unless_benign(err, (self._ACL_SUCCESS, self._ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED),
                             f"aclrtHostRegisterV2(0x{ptr:x}, {nbytes}, PINNED)",
                             "H2D/D2H copies from this buffer take the pageable slow path")
 
@@ -280,7 +205,7 @@ class PlatformNPU(Platform):
         self._bind_device()
         err = self._unregister(ptr)
         # Any other failure warns: a leaked pin holds host memory until the process exits.
-        _warn_unless_benign(err, (self._ACL_SUCCESS, self._ACL_ERROR_HOST_MEMORY_NOT_REGISTERED),
+        _host_pinning.warn_unless_benign(err, (self._ACL_SUCCESS, self._ACL_ERROR_HOST_MEMORY_NOT_REGISTERED),
                             f"aclrtHostUnregister(0x{ptr:x})", "the buffer may stay page-locked until the process exits")
 
     def get_distributed_options(self) -> object:
@@ -297,11 +222,11 @@ class PlatformNPU(Platform):
         return options_cls() if options_cls is not None else None
 
     def bf16_tflops_limit(self, device_name: str | None = None) -> float | None:
-        return bf16_tflops_for(device_name or _first_device_name("ascend"))
+        return bf16_tflops_for(device_name or first_device_name("ascend"))
 
 
 class PlatformSimulatedNPU(PlatformNPU):
-    """ascend on the simulated NPU (CUDASHIM_SIMULATE=1, issue 19): PlatformNPU minus what needs CANN.
+    """ascend on the simulated NPU (CUDASHIM_SIMULATE=1): PlatformNPU minus what needs CANN.
 
     No simulated host has libascendcl (host-memory registration: the simulated NPU's memory is host
     memory, so registering a buffer has nothing to do: ACL_SUCCESS) nor bisheng, the AscendC compiler
@@ -331,34 +256,6 @@ PLATFORM_CLASSES: dict[str, type[Platform]] = {c.name: c for c in (PlatformGPU, 
 assert set(PLATFORM_CLASSES) == set(PLATFORMS), "every platform name needs its contract class"
 
 
-def _code(err: Any) -> int:
-    """torch's cudart binding returns a pybind enum; ctypes returns an int."""
-    try:
-        return int(err)
-    except (TypeError, ValueError):
-        return int(getattr(err, "value", -1))
-
-
-def _warn_unless_benign(err: int, benign: tuple[int, ...], call: str, consequence: str) -> None:
-    if err not in benign:
-        import warnings
-
-        warnings.warn(f"{call} failed (error {err}): {consequence}", RuntimeWarning, stacklevel=3)
-
-
-def _load_libascendcl() -> Any:
-    # torch_npu links libascendcl.so, so the default search path finds the same copy and shares its state.
-    import ctypes
-
-    return ctypes.CDLL("libascendcl.so")
-
-
-def _bind_current_npu() -> None:
-    import torch
-
-    torch.npu.set_device(torch.npu.current_device())  # idempotent; binds the ACL context to this thread
-
-
 _cache: dict[str, Any] = {}
 
 
@@ -385,7 +282,7 @@ def get_platform() -> Platform:
     plat = _cache.get("platform")
     if plat is None:
         cls = PLATFORM_CLASSES[platform_name()]
-        if cls is PlatformNPU and envs.get("CUDASHIM_SIMULATE"):  # issue 19: no CANN on the simulated host
+        if cls is PlatformNPU and envs.get("CUDASHIM_SIMULATE"):  # no CANN on the simulated host
             cls = PlatformSimulatedNPU
         plat = _cache["platform"] = cls()
     return plat
@@ -394,17 +291,3 @@ def get_platform() -> Platform:
 @_state.on_reset
 def _reset() -> None:
     _cache.clear()
-
-
-def _clear_cuda_last_error() -> None:
-    """Reset the CUDA runtime's last error after a benign failure (torch's cudart binding has no
-    cudaGetLastError): call it in the libcudart this process already mapped; best effort."""
-    import ctypes
-
-    try:
-        with open("/proc/self/maps") as f:
-            path = next((line.split()[-1] for line in f if "libcudart.so" in line), None)
-        if path is not None:
-            ctypes.CDLL(path).cudaGetLastError()
-    except OSError:
-        pass

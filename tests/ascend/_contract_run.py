@@ -42,9 +42,9 @@ import torch_npu  # noqa: E402  (the stand-in)
 
 obs["real_cuda_available_before"] = torch.cuda.is_available()
 
-import cudashim.aliases  # noqa: E402
+import cudashim.installers  # noqa: E402
 
-cudashim.aliases.install("ascend")
+cudashim.installers.install("ascend")
 upstream = sys.modules.get("torch_npu.contrib.transfer_to_npu")
 obs["transfer_to_npu_file"] = getattr(upstream, "__file__", None)
 obs["cuda_available_after"] = torch.cuda.is_available()
@@ -148,7 +148,7 @@ if MODE == "full":
             tl["seen_unprobed"] = list(seen)
 
     # uninstall: our fillers go, upstream's aliasing stays
-    cudashim.aliases.uninstall()
+    cudashim.installers.uninstall()
     obs["after_uninstall"] = {
         "cuda_stream": hasattr(torch.npu.Stream, "cuda_stream"),
         "cuda_graph_is_npugraph": torch.cuda.CUDAGraph is torch.npu.NPUGraph,

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from cudashim.aliases import _npu_enforce, _npu_memory, npu, probes
+from cudashim.installers import _npu_enforce, _npu_memory, npu, probes
 from cudashim.errors import CapabilityError
 
 

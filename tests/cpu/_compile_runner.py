@@ -23,7 +23,7 @@ import torch  # noqa: E402  - the import hook installs the emulated device here
 import torch._dynamo  # noqa: E402
 from torch._dynamo.testing import CompileCounter  # noqa: E402
 
-from cudashim import aliases  # noqa: E402
+from cudashim import installers  # noqa: E402
 
 CONTEXTS: dict[str, Callable[[], None]] = {
     "plain": lambda: torch.set_default_device(None),
@@ -181,14 +181,14 @@ def _plain_torch_compiles() -> str:
 def main() -> int:
     from compile_cases import CASES, _norm_inputs, rms_norm
 
-    shim_was_on = aliases.installed() == "cpu" and torch.cuda.is_available()
+    shim_was_on = installers.installed() == "cpu" and torch.cuda.is_available()
     # compiled once with the device on; then taken off and put back, as a program calling
     # deactivate()/activate() would
     warm = _plain_torch_compiles()
-    aliases.uninstall()
+    installers.uninstall()
     expected = {c.name: c.cpu(*c.inputs()) for c in CASES}
     norm_expected = rms_norm(*_norm_inputs(), "cpu")
-    aliases.install("cpu")
+    installers.install("cpu")
     torch._dynamo.config.error_on_recompile = True
     result = {
         "shim_was_on": shim_was_on,
@@ -198,7 +198,7 @@ def main() -> int:
         "inductor": inductor(norm_expected),
         "wrapper": wrapper_like_cpu(),
     }
-    aliases.uninstall()
+    installers.uninstall()
     result["plain_after_uninstall"] = _plain_torch_compiles()
     print(json.dumps(result))
     return 0

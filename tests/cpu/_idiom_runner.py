@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402  - the import hook installs the emulated device here
 
-from cudashim import aliases  # noqa: E402
+from cudashim import installers  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -72,11 +72,11 @@ def _same(a: Any, b: Any, tol: float | None, path: str = "") -> str | None:
 def main() -> int:
     from idioms import IDIOMS
 
-    shim_was_on = aliases.installed() == "cpu" and torch.cuda.is_available()
-    aliases.uninstall()
+    shim_was_on = installers.installed() == "cpu" and torch.cuda.is_available()
+    installers.uninstall()
     plain_cuda = torch.cuda.is_available()
     expected = {i.name: _run(i.cpu) for i in IDIOMS}
-    aliases.install("cpu")
+    installers.install("cpu")
     results = {}
     for i in IDIOMS:
         ok_cuda, got = _run(i.cuda)

@@ -1,4 +1,4 @@
-"""The shared alias helpers (cudashim/aliases/_common.py), in-process: nothing here installs a hook."""
+"""The shared alias helpers (cudashim/installers/_common.py), in-process: nothing here installs a hook."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import types
 import pytest
 
 from cudashim import _state
-from cudashim.aliases._common import Bindings
+from cudashim.installers._common import Bindings
 
 
 def test_bindings_restore_exactly() -> None:
@@ -38,7 +38,7 @@ def test_bindings_restore_exactly() -> None:
 
 
 def test_report_hook_wraps_only_when_enabled(monkeypatch, tmp_path) -> None:
-    from cudashim.aliases._common import _report_wrap
+    from cudashim.installers._common import _report_wrap
 
     def f():
         return 1

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 _PROBE = """
-import json, torch, cudashim.aliases as a
+import json, torch, cudashim.installers as a
 print(json.dumps({"installed": a.installed(), "is_available_module": torch.cuda.is_available.__module__,
                   "to_is_builtin": type(torch.Tensor.to).__name__, "empty_is_builtin": type(torch.empty).__name__}))
 """

@@ -67,7 +67,7 @@ def test_peak_from_the_nvml_name(gpu):
     import torch
 
     name = torch.cuda.get_device_name(0)
-    from cudashim.platform.contract import bf16_tflops_for
+    from cudashim.platform.peak import bf16_tflops_for
 
     assert gpu.bf16_tflops_limit() == bf16_tflops_for(name)
     if "H200" in name:

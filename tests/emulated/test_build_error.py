@@ -42,6 +42,7 @@ def test_different_sources_never_share_a_build_folder(tmp_path: Path, monkeypatc
         csrc = tmp_path / version
         csrc.mkdir()
         for name in _build.SOURCES + _build._HEADERS:
+            (csrc / name).parent.mkdir(parents=True, exist_ok=True)
             (csrc / name).write_text(f"// {version} {name}\n")
         monkeypatch.setattr(_build, "_CSRC", csrc)
         monkeypatch.setattr(_build, "_loaded", {})

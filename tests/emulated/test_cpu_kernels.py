@@ -162,7 +162,7 @@ def test_hot_composites_run_whole_on_the_cpu_unless_their_parts_are_wanted() -> 
     assert got == want
 
 # Replacement kernels written with torch operators (flash-attn's, the KV store) read the device's tensors
-# over their host memory (platform.host_memory): the CPU's bits, the device allocating only results; a
+# over their host memory (platform.cpu_views): the CPU's bits, the device allocating only results; a
 # gradient or dropout keeps the device's operators.
 HOST_ATTENTION = _COUNTING + r"""
 from flash_attn import flash_attn_varlen_func

@@ -58,7 +58,7 @@ print("ok")
 
 
 # The device caches only blocks over 128 KiB: the host's malloc keeps smaller ones warmer than a
-# cache of size classes could (csrc/allocator.cpp). A GPU keeps both reserved.
+# cache of size classes could (csrc/runtime/allocator.cpp). A GPU keeps both reserved.
 SMALL_NOT_CACHED = """
 import torch
 torch.cuda.empty_cache()

@@ -25,7 +25,7 @@ def _two_ranks(worker: str, *args: str) -> str:
     assert "rank 0 ok" in proc.stdout and "rank 1 ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
     # a clean exit too: an autograd device thread that dropped its last backward while the interpreter
     # finalized aborted a rank after its checks ("terminate called without an active exception", about 1
-    # run in 6 before csrc/exit.cpp; 0 in 24 after)
+    # run in 6 before csrc/runtime/exit.cpp; 0 in 24 after)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return proc.stdout
 
@@ -55,7 +55,7 @@ def test_fsdp2_on_two_ranks_equals_its_cpu_twin() -> None:
                               str(HERE / "_fsdp_worker.py"), "cpu"], env=env, capture_output=True, text=True, timeout=600)
         # plain torch itself (no shim here) sometimes aborts at interpreter exit after a backward,
         # "terminate called without an active exception" (pytorch/pytorch#190489; the device side
-        # flushes its autograd threads at exit, csrc/exit.cpp): that run is repeated, nothing else is
+        # flushes its autograd threads at exit, csrc/runtime/exit.cpp): that run is repeated, nothing else is
         if cpu.returncode == 0 or "terminate called without an active exception" not in cpu.stderr:
             break
     assert cpu.returncode == 0, cpu.stderr[-4000:]

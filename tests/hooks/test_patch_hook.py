@@ -335,7 +335,7 @@ def test_reload_of_target_is_patched_again(shim: Run) -> None:
     """, TARGET)
 
 
-def test_builtin_packs_resolve_to_npu_ops_on_cpu(shim: Run) -> None:
+def test_builtin_packs_resolve_to_replacements_on_cpu(shim: Run) -> None:
     """Every built-in target, stood in on cpu, hands out exactly the object its pack names."""
     out = shim("""
         from cudashim.patches import PACKS
@@ -347,7 +347,7 @@ def test_builtin_packs_resolve_to_npu_ops_on_cpu(shim: Run) -> None:
                 rmod, rsym = repl.split(":")
                 got = getattr(importlib.import_module(mod), sym)
                 assert got is getattr(importlib.import_module(rmod), rsym), (target, got)
-                assert rmod.startswith("cudashim.npu_ops.")
+                assert rmod.startswith("cudashim.replacements.")
                 n += 1
         assert all(s["state"] == "stood-in" and s["resolved"] for s in patches.status())
         print("OK", n)

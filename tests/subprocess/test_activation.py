@@ -27,8 +27,8 @@ def test_first_user_line_runs_after_the_bootstrap_and_before_torch(shim, tmp_pat
     assert sum(shim.bootstraps(r.stderr).values()) == 1
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cudashim.aliases.cpu") is None,
-                    reason="the cpu alias layer (cudashim/aliases/cpu.py) has not landed yet")
+@pytest.mark.skipif(importlib.util.find_spec("cudashim.installers.cpu") is None,
+                    reason="the cpu alias layer (cudashim/installers/cpu.py) has not landed yet")
 def test_hello_cuda_runs_unchanged_on_cpu(shim, tmp_path):
     r = shim.run([str(shim.repo / "examples" / "hello_cuda.py")], shim.env(CUDASHIM_DEBUG="1"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -107,7 +107,7 @@ def test_bootstrap_imports_nothing_heavy(shim, case):
 _VENDORS = ("cudashim.hardware.ascend", "cudashim.hardware.nvidia")
 # what a shimmed start-up that finds no config file loads of cudashim; the import hook's spec lookup
 # and loader wrapper (cudashim.importhook._spec) wait for the first lookup of a watched module
-_START_UP = ("cudashim", "cudashim._bootstrap", "cudashim.envs", "cudashim.config", "cudashim.platform",
+_START_UP = ("cudashim", "cudashim._bootstrap", "cudashim._platforms", "cudashim.envs", "cudashim.config", "cudashim.platform",
              "cudashim.hardware", "cudashim.hardware._fs", "cudashim.importhook", "cudashim.patches",
              "cudashim.patches.packs")
 _TREES = Path(__file__).resolve().parents[1] / "fixtures" / "trees"

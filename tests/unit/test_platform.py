@@ -21,9 +21,9 @@ from cudashim.platform.contract import (
     PlatformEnum,
     PlatformGPU,
     PlatformNPU,
-    bf16_tflops_for,
     get_platform,
 )
+from cudashim.platform.peak import bf16_tflops_for
 
 
 @pytest.fixture(autouse=True)

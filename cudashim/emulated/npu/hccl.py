@@ -2,7 +2,7 @@
 
 torch_npu registers the "hccl" backend for device type npu; here its creator makes a Gloo group
 (for npu and cpu tensors). Gloo refuses PrivateUse1 tensors, so the core replaces the c10d
-operators' PrivateUse1 kernels (csrc/collectives.cpp, as for the emulated cuda device) with ones that
+operators' PrivateUse1 kernels (csrc/distributed/collectives.cpp, as for the emulated cuda device) with ones that
 hand Gloo CPU tensors over the same memory (no copy: results land in the caller's npu tensors); that
 covers Python collectives and DDP's C++ reducer alike. all_gather_into_tensor and
 reduce_scatter_tensor, which Gloo lacks, are built from all_gather and all_reduce.

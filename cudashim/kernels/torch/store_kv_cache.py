@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from ...platform.host_memory import on_host
+from ...platform.cpu_views import on_host
 from .._launch import check_scale_cache, check_store_inputs, check_store_kv_cache
 from ._ue8m0 import quantize_groups
 

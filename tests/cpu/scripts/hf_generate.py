@@ -6,7 +6,7 @@ import json
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from cudashim import aliases
+from cudashim import installers
 
 CFG = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0)
@@ -26,9 +26,9 @@ def run(dev: str):
     return out.cpu().tolist(), float(loss), float(grad.double().norm())
 
 
-shim_was_on = aliases.installed() == "cpu"
-aliases.uninstall()
+shim_was_on = installers.installed() == "cpu"
+installers.uninstall()
 want = run("cpu")
-aliases.install("cpu")
+installers.install("cpu")
 got = run("cuda")
 print(json.dumps({"shim_was_on": shim_was_on, "cpu": want, "cuda": got}))

@@ -8,7 +8,7 @@ import torch.distributed.device_mesh  # noqa: F401 - bound when loaded: loaded b
 import torch.nn.parallel
 import torch.utils._device
 
-from cudashim.aliases import cpu
+from cudashim.installers import cpu
 
 OWNERS = {
     "torch": torch, "torch.cuda": torch.cuda, "torch.cuda.memory": torch.cuda.memory,

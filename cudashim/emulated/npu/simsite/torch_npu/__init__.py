@@ -1,4 +1,4 @@
-"""The simulated torch_npu (cudashim, issue 19): stands in for the wheel's torch_npu/__init__.py.
+"""The simulated torch_npu (cudashim): stands in for the wheel's torch_npu/__init__.py.
 
 The real one loads torch_npu._C (CANN, the NPU runtime) and registers the NPU device. Here the
 emulated-device core built for PrivateUse1 is that device (cudashim/emulated/npu/device.py); the
@@ -17,9 +17,9 @@ torch._register_device_module("npu", npu)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True,
                                                      for_packed_sequence=True)
 
-from cudashim.emulated.npu import compile as _compile, hccl as _hccl, hosted as _hosted, ops as _ops  # noqa: E402
+from cudashim.emulated.npu import compile as _compile, hccl as _hccl, expose as _expose, ops as _ops  # noqa: E402
 
-globals().update(_hosted.hosted_operators(torch, _core, _ops.OPERATORS))
+globals().update(_expose.exposed_operators(torch, _core, _ops.OPERATORS))
 _hccl.register(torch, _core)
 _compile.register(torch)  # stands in for torch_npu's Inductor backend (torch_npu/_inductor)
 

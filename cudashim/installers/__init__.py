@@ -1,0 +1,71 @@
+"""What happens to torch.cuda once torch is imported: one entry point per platform.
+
+install() is called by the import hook right after `import torch` finishes (torch is in sys.modules);
+on nvidia nothing is aliased. cpu.py and npu.py each expose install()/uninstall(), both idempotent.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["install", "uninstall", "installed"]
+
+_MODULES = {"cpu": "cudashim.installers.cpu", "ascend": "cudashim.installers.npu"}
+_installed: str | None = None
+_listed: list[tuple[object, str, object]] = []  # torch.accelerator functions counted for the report
+
+
+def _list_accelerator() -> None:
+    """With the report on, count the program's torch.accelerator calls too (the device-generic API
+    CUDA code increasingly uses): listed as they are, whatever the platform makes of them."""
+    import sys
+
+    report = sys.modules.get("cudashim.report")
+    accel = getattr(sys.modules.get("torch"), "accelerator", None)
+    if report is None or accel is None or not report.enabled() or _listed:
+        return
+    for name in getattr(accel, "__all__", ()):
+        fn = getattr(accel, name, None)
+        if callable(fn) and not isinstance(fn, type):
+            _listed.append((accel, name, fn))
+            setattr(accel, name, report.wrap(f"torch.accelerator.{name}", "native", fn))
+
+
+def _unlist_accelerator() -> None:
+    while _listed:
+        owner, name, fn = _listed.pop()
+        setattr(owner, name, fn)
+
+
+def install(platform: str) -> None:
+    global _installed
+    if _installed == platform or platform not in _MODULES:
+        _list_accelerator()
+        return
+    if _installed is not None:
+        uninstall()
+    importlib.import_module(_MODULES[platform]).install()
+    _installed = platform
+    _list_accelerator()
+
+
+def uninstall() -> None:
+    global _installed
+    _unlist_accelerator()
+    if _installed is not None:
+        importlib.import_module(_MODULES[_installed]).uninstall()
+        _installed = None
+
+
+def installed() -> str | None:
+    """The platform whose alias layer is in place, or None."""
+    return _installed
+
+
+def _reset() -> None:
+    uninstall()
+
+
+from .._state import on_reset  # noqa: E402
+
+on_reset(_reset)
