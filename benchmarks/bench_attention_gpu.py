@@ -1,4 +1,4 @@
-"""npu_ops on CUDA vs PyTorch's fastest path on contiguous, unpaged tensors of the same shapes.
+"""The replacements on CUDA vs PyTorch's fastest path on contiguous, unpaged tensors of the same shapes.
 
     python3 benchmarks/bench_attention_gpu.py            (H200, torch 2.11+cu130; about a minute)
 
@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from cudashim.npu_ops import _attn_cuda  # noqa: E402
-from cudashim.npu_ops._core import Attn  # noqa: E402
-from cudashim.npu_ops.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
+from cudashim.replacements import _attn_cuda  # noqa: E402
+from cudashim.replacements._core import Attn  # noqa: E402
+from cudashim.replacements.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
 
 HQ, HK, D = 32, 8, 128
 DT = torch.bfloat16

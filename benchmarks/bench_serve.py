@@ -43,7 +43,7 @@ def _ensure_flash_attn() -> None:
     try:
         import flash_attn  # noqa: F401
     except ImportError:
-        from cudashim.npu_ops import flash_attn as portable
+        from cudashim.replacements import flash_attn as portable
 
         mod = types.ModuleType("flash_attn")
         mod.flash_attn_varlen_func = portable.flash_attn_varlen_func  # type: ignore[attr-defined]
@@ -135,7 +135,7 @@ def _worker(args: argparse.Namespace) -> None:
     t = time.perf_counter()
     best = max(_tps(serve, model, prompts, args.new_tokens, "cuda", True)[0] for _ in range(args.repeat))
     _say(f"{label}: {args.repeat} timed generates in {time.perf_counter() - t:.1f} s, best {best:.0f} tokens/s")
-    print("TPS " + json.dumps({"tps": best, "aliased": "cudashim.aliases.cpu" in sys.modules}), flush=True)
+    print("TPS " + json.dumps({"tps": best, "aliased": "cudashim.installers.cpu" in sys.modules}), flush=True)
 
 
 def _run_worker(label: str, cmd: list[str], env: dict[str, str], timeout: float) -> dict:
@@ -259,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
         noise = statistics.median(c / b for c, b in zip(res["control_tps"], res["bare_tps"]))
         print(f"noise floor (A/A: the same bare loop on a second model vs the bare side): {noise:.3f}; "
               f"ratio of medians shim/bare {statistics.median(res['shim_tps']) / statistics.median(res['bare_tps']):.3f}")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _results
+
+    spread = [round(s / b, 3) for s, b in zip(res["shim_tps"], res["bare_tps"])]
+    _results.record(f"serve_{res['platform']}", {
+        f"{label} / {base} ({unit}), median of per-round ratios": round(ratio_med, 3),
+        "per-round ratios, lowest and highest": [min(spread), max(spread)],
+        "identical tokens": res["identical_tokens"]}, goal=f"ratio >= {goal}")
     return 0
 
 

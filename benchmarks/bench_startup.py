@@ -47,6 +47,9 @@ import time
 import venv
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 BOOTSTRAP_DIR = REPO / "cudashim" / "_bootstrap"
 _SCRUB_PREFIXES = ("CUDASHIM_", "PYTORCH_", "HCCL_", "TILELANG_", "TORCH_DEVICE_BACKEND")
@@ -112,7 +115,8 @@ def _bare_venv(where: Path) -> str:
     return str(where / "bin" / "python")
 
 
-def _pass_section(py: str, pkg: Path, rounds: int, label: str, against: Path | None = None) -> None:
+def _pass_section(py: str, pkg: Path, rounds: int, label: str, against: Path | None = None) -> float:
+    """Interleaved `python -c pass` runs; returns the ms the bootstrap adds (median of per-round differences)."""
     print(f"1. python -c pass ({label}), {rounds} interleaved rounds")
     variants = {
         "baseline": ([py, "-c", "pass"], _env(pkg, False)),
@@ -152,6 +156,7 @@ def _pass_section(py: str, pkg: Path, rounds: int, label: str, against: Path | N
         paired = [o - n for o, n in zip(wall["shim of --against"], wall["shim"])]
         print(f"  this checkout vs --against {against}: {med(paired) * 1e3:.2f} ms less wall per start-up "
               f"(median of paired rounds), faster in {sum(d > 0 for d in paired)}/{len(paired)} rounds")
+    return added_paired
 
 
 # the bootstrap's imports, in the order it reaches them, then the work itself (tests/subprocess/
@@ -240,9 +245,12 @@ def main(argv: list[str] | None = None) -> int:
         bare = None if args.no_bare else _bare_venv(pkg / "bare-venv")
 
         against = args.against.resolve() if args.against else None
-        _pass_section(py, pkg, args.rounds, f"this interpreter, {py}", against)
+        figures: dict[str, float] = {}
+        figures["bootstrap added to python -c pass, this interpreter (ms)"] = round(
+            _pass_section(py, pkg, args.rounds, f"this interpreter, {py}", against), 3)
         if bare is not None:
-            _pass_section(bare, pkg, args.rounds, "a bare venv of it: no .pth files", against)
+            figures["bootstrap added to python -c pass, bare venv (ms)"] = round(
+                _pass_section(bare, pkg, args.rounds, "a bare venv of it: no .pth files", against), 3)
 
         if not args.no_torch:
             print(f"2. python -c 'import torch', {args.torch_rounds} interleaved rounds, alias layer excluded (nvidia)")
@@ -259,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             paired = statistics.median(s / b for s, b in zip(wall["bootstrap + hook"], wall["baseline"]))
             print(f"  ratio {paired:.3f} (median of per-round ratios); of medians {ratio:.3f} wall, {ratio_cpu:.3f} CPU; "
                   f"of minima {ratio_min:.3f}; goal <= 1.03: {'met' if paired <= 1.03 else 'NOT met'}")
+            figures["import torch, shim / bare (median of per-round ratios)"] = round(paired, 3)
             # what the shim can add, counted rather than timed: one finder miss per module lookup
             probe = ("import sys, time\nfrom cudashim.importhook import FINDER\nn = 0\n"
                      "class C:\n    def find_spec(self, *a):\n        global n; n += 1\n"
@@ -279,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         _breakdown(bare or py, pkg, args.rounds)
         if args.instructions:
             _instructions(bare or py, pkg, against)
+    _results.record("startup", figures, goal="bootstrap < 3 ms added to python -c pass; import torch ratio <= 1.03",
+                    note=f"{args.rounds} interleaved rounds{', pinned to one CPU' if not args.no_pin else ''}.")
     return 0
 
 

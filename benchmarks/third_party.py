@@ -38,6 +38,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results  # noqa: E402
 from third_party_subjects import PROGRAM_PINS, PROGRAMS, REPOS, SUITES, Program, Suite, figures  # noqa: E402
 
 __all__ = ["main"]
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.what:
         return 0
     ok = True
+    rows: list[list[object]] = []
     if args.what == "suites":
         for suite in SUITES:
             if args.names and not any(suite.name.startswith(n) for n in args.names):
@@ -195,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {mode:16} passed {c['passed']:4}  failed {c['failed']:3}  skipped {c['skipped']:3}"
                       f"  (for want of CUDA: {len(c['cuda_skips'])})  {c['seconds']} s")
             print(f"  ratio of passes {ratio:.3f}")
+            rows.append([f"{suite.name} {suite.pin}", *(f"{c['passed']} / {c['failed']} / {c['skipped']}" for c in (cpu, cuda)),
+                         round(ratio, 3), len(cuda["cuda_skips"])])
             for line in cuda["failures"][:20] + cuda["cuda_skips"][:5]:
                 print(f"    {line}")
             sys.stdout.flush()
@@ -213,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{program.name}: {'OK' if same else 'FAILED'} (no CPU run; the lines expected); rc "
                       f"{cuda['rc']}, {len(cuda['figures'])} of {len(program.expect)} lines, {cuda['seconds']} s",
                       flush=True)
+                rows.append([program.name, "no CPU run", len(cuda["figures"]), "expected lines" if same else "FAILED"])
                 continue
             cpu = r["cpu"]
             same = (cpu["rc"] == 0 and cuda["rc"] == 0 and cpu["figures"] and len(cpu["figures"]) == len(cuda["figures"])
@@ -224,7 +229,13 @@ def main(argv: list[str] | None = None) -> int:
             def show(f: list[str]) -> str:
                 return " ".join(x.strip()[:40].replace("\n", "⏎") for x in (f[:3] + ["…"] + f[-3:] if len(f) > 6 else f))
             print(f"  cpu  {show(cpu['figures'])}\n  cuda {show(cuda['figures'])}", flush=True)
+            rows.append([program.name, len(cpu["figures"]), len(cuda["figures"]), ("equal, " + tol) if same else "DIFFER"])
         print(f"logs in {scratch}")
+    columns = (["suite", "CPU: passed / failed / skipped", "CUDA under the shim", "ratio of passes", "skipped for want of CUDA"]
+               if args.what == "suites" else ["program", "CPU figures", "CUDA figures", "outcome"])
+    if rows and not args.names:  # a partial run does not replace the whole table
+        _results.record(f"third_party_{args.what}", {"all equal / at least 0.98": ok}, table={"columns": columns, "rows": rows},
+                        goal="every suite at least 0.98 of its CPU run's passes with none skipped for want of CUDA; every program's figures equal")
     return 0 if ok else 1
 
 
