@@ -16,7 +16,6 @@ using c10::Device;
 using c10::DeviceIndex;
 using c10::Stream;
 
-constexpr int kMaxDevices = 64;
 thread_local c10::StreamId t_stream[kMaxDevices] = {};  // current stream per device, 0 = default
 std::atomic<c10::StreamId> g_next_stream{1};
 

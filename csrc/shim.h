@@ -19,10 +19,13 @@ namespace cudashim {
 
 constexpr c10::DeviceType kType = c10::DeviceType::CUDASHIM_KEY;
 constexpr c10::DispatchKey kKey = c10::DispatchKey::CUDASHIM_KEY;
+// the most devices: per-device tables (statistics, pools, current streams) are this long, and
+// set_device_count refuses more (cudashim/envs.py's CPU_DEVICES_MAX is the same bound)
+constexpr int kMaxDevices = 64;
 
 // devices.cpp: how many devices, which one this thread uses, CUDA's range error
 c10::DeviceIndex device_count();
-void set_device_count(c10::DeviceIndex n);
+void set_device_count(int64_t n);  // raises outside 0..kMaxDevices
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);
 c10::DeviceIndex check_index(c10::DeviceIndex index);  // -1 -> current; raises out of range
