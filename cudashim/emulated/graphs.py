@@ -91,7 +91,7 @@ def bind(bindings: Any, torch: Any, core: Any) -> None:
     sync = torch.cuda.synchronize
 
     def synchronize(device: Any = None) -> None:
-        core.capture_refuse("torch.cuda.synchronize()")  # cudaDeviceSynchronize fails inside a capture
+        core.capture_refuse_device("torch.cuda.synchronize()")  # cudaDeviceSynchronize fails while any capture is open
         sync(device)
 
     table = {"CUDAGraph": cls, "graph_pool_handle": graph_pool_handle, "is_current_stream_capturing": capturing,
