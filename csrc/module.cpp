@@ -1,6 +1,8 @@
 // The Python face of the core: what cudashim/emulated/ needs to be torch.cuda's device module.
 #include "shim.h"
 
+#include <limits>
+
 #include <ATen/native/Resize.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
@@ -61,6 +63,18 @@ PyObject* empty_strided_py(PyObject* /*self*/, PyObject* const* args, Py_ssize_t
 PyMethodDef empty_strided_def = {"empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&empty_strided_py)),
                                  METH_FASTCALL, "empty_strided(size, stride, dtype): a buffer of the current device"};
 
+// A device index from Python, unpacked as PyTorch's bindings unpack one (THPUtils_unpackDeviceIndex,
+// with its words): a value outside c10::DeviceIndex is refused, never narrowed to another device's
+c10::DeviceIndex index_arg(const py::handle& o) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  TORCH_CHECK(overflow == 0 && v >= std::numeric_limits<c10::DeviceIndex>::min() &&
+                  v <= std::numeric_limits<c10::DeviceIndex>::max(),
+              "Overflow when unpacking DeviceIndex");
+  return static_cast<c10::DeviceIndex>(v);
+}
+
 bool hooks_active() {
 #if defined(CUDASHIM_KEY_IS_CUDA)
   return at::detail::getCUDAHooks().hasCUDA();
@@ -83,16 +97,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::module_::import("atexit").attr("register")(py::cpp_function(&quiesce_autograd));
   m.attr("device_type") = c10::DeviceTypeName(kType, true);
   m.def("device_count", [] { return static_cast<int>(device_count()); });
-  m.def("set_device_count", [](int n) { set_device_count(static_cast<c10::DeviceIndex>(n)); });
+  // every device index taken from Python goes through index_arg
+  m.def("set_device_count", [](int64_t n) { set_device_count(n); });
   m.def("current_device", [] { return static_cast<int>(current_device()); });
-  m.def("set_device", [](int i) { set_current_device(static_cast<c10::DeviceIndex>(i)); });
-  m.def("check_index", [](int i) { return static_cast<int>(check_index(static_cast<c10::DeviceIndex>(i))); });
-  m.def("stats", [](int i) { return stats(static_cast<c10::DeviceIndex>(i)); });
-  m.def("reset_peak", [](int i) { reset_peak(static_cast<c10::DeviceIndex>(i)); });
+  m.def("set_device", [](py::handle i) { set_current_device(index_arg(i)); });
+  m.def("check_index", [](py::handle i) { return static_cast<int>(check_index(index_arg(i))); });
+  m.def("stats", [](py::handle i) { return stats(index_arg(i)); });
+  m.def("reset_peak", [](py::handle i) { reset_peak(index_arg(i)); });
   m.def("empty_cache", &empty_cache);
   m.attr("empty_strided") = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr));
   m.def("pinned_bytes", &pinned_bytes);
-  m.def("default_generator", [](int i) { return default_generator(static_cast<c10::DeviceIndex>(i)); });
+  m.def("default_generator", [](py::handle i) { return default_generator(index_arg(i)); });
   m.def("cpu_view", [](const at::Tensor& t) { return cpu_view(t); }, "the CPU tensor over a device tensor's memory");
   // UntypedStorage.resize_ on a device storage (torch's own raises "built without USE_CUDA"): FSDP2
   // frees and re-allocates its unsharded parameters this way. Through the storage's own allocator.
@@ -107,5 +122,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // CUDA graphs (graph.cpp; the graph itself is torch.accelerator.Graph's registered implementation)
   m.def("capture_underway", &capture_underway);
   m.def("capture_refuse", [](const std::string& what) { capture_refuse(what.c_str()); });
+  m.def("capture_refuse_device", [](const std::string& what) { capture_refuse_device(what.c_str()); });
+  // Stream.wait_stream(other) on stream ids of one device: a capture on `other` extends to the waiting stream
+  m.def("capture_join", [](py::handle device, int64_t from, int64_t to) { capture_join(index_arg(device), from, to); });
   m.def("register_generator", &register_generator);
 }

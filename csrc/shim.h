@@ -19,10 +19,13 @@ namespace cudashim {
 
 constexpr c10::DeviceType kType = c10::DeviceType::CUDASHIM_KEY;
 constexpr c10::DispatchKey kKey = c10::DispatchKey::CUDASHIM_KEY;
+// the most devices: per-device tables (statistics, pools, current streams) are this long, and
+// set_device_count refuses more (cudashim/envs.py's CPU_DEVICES_MAX is the same bound)
+constexpr int kMaxDevices = 64;
 
 // devices.cpp: how many devices, which one this thread uses, CUDA's range error
 c10::DeviceIndex device_count();
-void set_device_count(c10::DeviceIndex n);
+void set_device_count(int64_t n);  // raises outside 0..kMaxDevices
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);
 c10::DeviceIndex check_index(c10::DeviceIndex index);  // -1 -> current; raises out of range
@@ -79,10 +82,21 @@ void quiesce_autograd();
 // generator.cpp
 const at::Generator& default_generator(c10::DeviceIndex index);
 
-// graph.cpp: CUDA graph capture
-bool capturing();         // calls reaching the device key are recorded (not while a recorded call runs)
-bool capture_underway();  // a capture is open on this thread (also while a recorded call runs)
-void capture_refuse(const char* what);  // CUDA's capture error when a capture is open, else nothing
+// guard.cpp: the calling thread's current stream of a device (0: the default stream)
+c10::StreamId current_stream_id(c10::DeviceIndex index);
+
+// graph.cpp: CUDA graph capture. A capture belongs to a stream (and the streams that joined it by
+// waiting on it): a call is recorded when the calling thread's current stream is one of them.
+bool capturing();         // this call is recorded (its stream is capturing; no recorded call runs now)
+bool capture_underway();  // the current stream is capturing (also while a recorded call runs)
+bool capture_open();      // any capture is open, on any stream and thread
+// CUDA's capture error (and the capture invalidated) for a call that may synchronize, where CUDA
+// refuses one: on a capturing stream; on the capturing thread (not in "relaxed" mode); on any thread
+// while a "global" capture is open. Else nothing.
+void capture_refuse(const char* what);
+void capture_refuse_device(const char* what);  // the device synchronizes: refused while any capture is open
+// a stream waits on work of another (an event, wait_stream): a capture on `from` extends to `to`
+void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to);
 // record the call on the stack (run it when CUDA would have to); true: the stack holds its returns
 bool capture_boxed(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
 // a device kernel of its own (not the fallback) under capture: record the call by name, return its result

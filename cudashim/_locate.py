@@ -163,13 +163,17 @@ def import_replacement(module: str, folder: str | None) -> Any:
     top = module.partition(".")[0]
     spec = _beside(top, folder) if top not in sys.modules else None
     if spec is not None:
-        from importlib.util import module_from_spec
-
-        mod = module_from_spec(spec)
-        sys.modules[top] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except BaseException:
-            sys.modules.pop(top, None)
-            raise
+        _load_beside(top, spec)
     return importlib.import_module(module)
+
+
+def _load_beside(top: str, spec: Any) -> None:
+    """Run `top` from its spec under importlib's own lock for that name, marked as initializing while
+    it runs: another thread importing it meanwhile waits for the whole module (importlib's
+    import_module does so for a module marked initializing) instead of taking the half-run one from
+    sys.modules, and importlib's deadlock detection still covers circular imports between threads."""
+    from importlib import _bootstrap  # type: ignore[attr-defined]
+
+    with _bootstrap._ModuleLockManager(top):
+        if top not in sys.modules:  # another thread loaded it while this one waited for the lock
+            _bootstrap._load_unlocked(spec)  # sets spec._initializing; drops it from sys.modules on failure

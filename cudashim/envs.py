@@ -21,6 +21,7 @@ __all__ = [
     "Var",
     "READ",
     "CPU_DEVICES_MAX",
+    "home_folder",
     "get",
     "raw",
     "EnvRule",
@@ -412,6 +413,28 @@ def apply_platform_env(
         changes.append((name, env.get(name)))
         env[name] = value
     return changes
+
+
+def home_folder(what: str, variable: str, environ: "Mapping[str, str] | None" = None) -> str:
+    """The user's home folder, for a cache under it: HOME, or where HOME is unset or empty the password
+    database's entry (os.path.expanduser gives "" + "/.cache" = "/.cache" for HOME=""). Raises EnvError
+    naming `variable` (the setting that places `what` elsewhere) when neither names a usable folder."""
+    env = os.environ if environ is None else environ
+    home = env.get("HOME", "")
+    if not home:
+        try:
+            import pwd
+
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except (ImportError, KeyError):
+            home = ""
+        home = "" if home == "/" else home  # an account without a home folder of its own
+    if not os.path.isabs(home):
+        from .errors import EnvError
+
+        raise EnvError(f"HOME={env.get('HOME', '')!r} and the password database give no home folder for {what}; "
+                       f"set {variable} to a writable folder (or HOME)")
+    return home
 
 
 def __getattr__(name: str) -> object:

@@ -101,6 +101,14 @@ def cpu_device_count(environ: "MutableMapping[str, str] | None" = None) -> int:
     n = envs.get("CUDASHIM_CPU_DEVICES", env)
     if n is None:
         n = envs.get("LOCAL_WORLD_SIZE", env)
+        if n is not None and int(n) > envs.CPU_DEVICES_MAX:  # type: ignore[call-overload]
+            from .errors import EnvError
+
+            raise EnvError(
+                f"LOCAL_WORLD_SIZE={n} ranks would each get an emulated CUDA device, more than the "
+                f"{envs.CPU_DEVICES_MAX} the cpu platform emulates; set CUDASHIM_CPU_DEVICES to 0..{envs.CPU_DEVICES_MAX} "
+                f"(ranks past it cannot set_device(local_rank)), or run fewer ranks per node"
+            )
     emulated = 1 if n is None else int(n)  # type: ignore[call-overload]
     ids = _ids(CUDA, env)
     if ids is None:

@@ -15,16 +15,27 @@
 //  * the graph's memory (every tensor a recorded call holds) is not given back until reset() or
 //    the graph's end; it counts in memory_allocated()/memory_reserved() meanwhile (held tensors,
 //    not freed blocks of a private pool as on CUDA: see cudashim/emulated/graphs.py).
+//  * capture belongs to a stream, as CUDA's stream capture does: a call is recorded when the calling
+//    thread's current stream is the capture's (or a stream that joined it by waiting on it, through an
+//    event or wait_stream). Another thread's work on its own stream runs, unrecorded; the autograd
+//    engine's device thread works on the stream of the forward it differentiates, so a backward taken
+//    inside a capture is recorded.
 //  * a synchronizing call (.item(), nonzero, a blocking or pageable host copy) raises CUDA's
 //    capture error and invalidates the capture; capture_end then fails as cudaStreamEndCapture does.
+//    Where, per capture_error_mode (cudaStreamCaptureMode): on a capturing stream always; on the
+//    capturing thread unless "relaxed"; on any other thread only while a "global" capture is open.
+//  * an operator's own error (a shape check) raised inside a capture leaves the capture valid: the
+//    operator launched nothing, so capture_end succeeds and the program sees that error itself.
 //  * random operators: the device's default generators are graph-safe (registered at
 //    capture_begin): each replay draws new numbers and advances them, as CUDA's Philox offsets
 //    do; another generator must be registered (register_generator) or the call raises CUDA's error.
 #include "shim.h"
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <mutex>
+#include <thread>
 #include <unordered_set>
 
 #include <ATen/core/GraphImplInterface.h>
@@ -45,10 +56,30 @@ struct Node {
 std::atomic<uint64_t> g_next_uid{1};
 
 class Graph;
-// the graph being captured. Process-wide, as CUDA's global capture mode: the autograd engine runs a
-// backward's device work on its own thread, and make_graphed_callables captures backward graphs
-std::atomic<Graph*> g_graph{nullptr};
+// The open captures and the streams they record, under g_capture_mutex. g_open counts them, so a call
+// outside any capture costs one atomic load (every call of the fallback asks).
+struct CaptureStream {
+  c10::DeviceIndex device;
+  c10::StreamId stream;
+  Graph* graph;
+};
+std::mutex g_capture_mutex;
+std::vector<CaptureStream> g_streams;
+std::vector<Graph*> g_captures;
+std::atomic<int> g_open{0};
 thread_local int t_running = 0;         // >0: a recorded call runs now (its nested calls are not recorded)
+
+// the capture recording the calling thread's current stream, or nullptr
+Graph* capture_here() {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return nullptr;
+  const c10::DeviceIndex d = current_device();
+  const c10::StreamId s = current_stream_id(d);
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  for (const CaptureStream& c : g_streams) {
+    if (c.device == d && c.stream == s) return c.graph;
+  }
+  return nullptr;
+}
 
 bool is_write(const c10::Argument& a) { return a.alias_info() != nullptr && a.alias_info()->isWrite(); }
 
@@ -104,26 +135,40 @@ void wait_for_work(const torch::jit::Stack& stack) {
 class Graph final : public at::GraphImplInterface {
  public:
   explicit Graph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
-  ~Graph() override {
-    if (g_graph.load() == this) g_graph.store(nullptr);
-  }
+  ~Graph() override { close(); }
 
-  void capture_begin(at::MempoolId_t pool, at::GraphCaptureMode /*mode*/) override {
+  void capture_begin(at::MempoolId_t pool, at::GraphCaptureMode mode) override {
     TORCH_CHECK(!has_capture_, "This CUDAGraph instance already owns a captured graph. To capture a new graph, "
                 "create a new instance or call reset() on the present instance.");
-    TORCH_CHECK(g_graph.load() == nullptr, "CUDA error: operation not permitted when stream is capturing "
-                "(another capture is under way)");
-    device_ = current_device();
-    pool_ = (pool.first != 0 || pool.second != 0) ? pool : at::MempoolId_t{g_next_uid.fetch_add(1), 0};
-    nodes_.clear();
-    owned_.clear();
-    invalidated_.clear();
-    g_graph.store(this);
+    const c10::DeviceIndex device = current_device();
+    const c10::StreamId stream = current_stream_id(device);
+    // CUDA's words (CUDAGraph::capture_begin): its default stream is the legacy stream, never captured
+    TORCH_CHECK(stream != 0, "CUDA graphs must be captured on a non-default stream. (However, after capture, "
+                "it's ok to replay them on the default stream.)");
+    {
+      std::lock_guard<std::mutex> lock(g_capture_mutex);
+      for (const CaptureStream& c : g_streams) {
+        TORCH_CHECK(!(c.device == device && c.stream == stream), "CUDA error: operation not permitted when stream is "
+                    "capturing (this stream is already being captured)");
+      }
+      TORCH_CHECK(!open_, "Called CUDAGraph::capture_begin while this graph's capture is under way");
+      device_ = device;
+      mode_ = mode == at::GraphCaptureMode::Default ? at::GraphCaptureMode::Global : mode;  // CUDA's default
+      thread_ = std::this_thread::get_id();
+      pool_ = (pool.first != 0 || pool.second != 0) ? pool : at::MempoolId_t{g_next_uid.fetch_add(1), 0};
+      nodes_.clear();
+      owned_.clear();
+      invalidated_.clear();
+      g_streams.push_back({device, stream, this});
+      g_captures.push_back(this);
+      open_ = true;
+      g_open.fetch_add(1);
+    }
   }
 
   void capture_end() override {
-    TORCH_CHECK(g_graph.load() == this, "Called CUDAGraph::capture_end without a preceding capture_begin");
-    g_graph.store(nullptr);
+    TORCH_CHECK(open_, "Called CUDAGraph::capture_end without a preceding capture_begin");
+    close();
     owned_.clear();
     if (!invalidated_.empty()) {
       nodes_.clear();
@@ -164,7 +209,7 @@ class Graph final : public at::GraphImplInterface {
   }
 
   void reset() override {
-    if (g_graph.load() == this) g_graph.store(nullptr);
+    close();
     nodes_.clear();
     has_capture_ = has_exec_ = false;
   }
@@ -179,19 +224,36 @@ class Graph final : public at::GraphImplInterface {
 
   // --- recording (the hooks below) ---
   c10::DeviceIndex device() const { return device_; }
+  at::GraphCaptureMode mode() const { return mode_; }
+  std::thread::id thread() const { return thread_; }
   void record(Node node) { nodes_.push_back(std::move(node)); }
   void own(const at::Tensor& t) {
     if (t.defined() && t.device().type() == kType) owned_.insert(t.storage().data());
   }
   bool owns(const at::Tensor& t) const { return owned_.count(t.storage().data()) != 0; }
-  void invalidate(const std::string& why) {
+  void invalidate(const std::string& why) {  // under g_capture_mutex: another thread may invalidate it
     if (invalidated_.empty()) invalidated_ = why;
   }
   size_t size() const { return nodes_.size(); }
 
  private:
+  // the capture's streams leave the registry; its recording ends
+  void close() {
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    if (!open_) return;
+    open_ = false;
+    g_open.fetch_sub(1);
+    g_captures.erase(std::remove(g_captures.begin(), g_captures.end(), this), g_captures.end());
+    g_streams.erase(std::remove_if(g_streams.begin(), g_streams.end(), [this](const CaptureStream& c) {
+                      return c.graph == this;
+                    }), g_streams.end());
+  }
+
   bool keep_graph_;
   bool has_capture_ = false, has_exec_ = false, debug_ = false;
+  bool open_ = false;  // capture_begin..capture_end (under g_capture_mutex)
+  at::GraphCaptureMode mode_ = at::GraphCaptureMode::Global;
+  std::thread::id thread_;
   c10::DeviceIndex device_ = 0;
   at::MempoolId_t pool_{0, 0};
   std::vector<Node> nodes_;
@@ -212,18 +274,71 @@ void check_generator(const c10::IValue& v, c10::DeviceIndex device) {
 
 }  // namespace
 
-bool capturing() { return g_graph.load(std::memory_order_relaxed) != nullptr && t_running == 0; }
-bool capture_underway() { return g_graph.load() != nullptr; }
+bool capturing() { return t_running == 0 && capture_here() != nullptr; }
+bool capture_underway() { return capture_here() != nullptr; }
+bool capture_open() { return g_open.load() != 0; }
 
 void capture_refuse(const char* what) {
-  Graph* g = g_graph.load();
-  if (g == nullptr) return;
-  g->invalidate(what);
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
+  const c10::DeviceIndex d = current_device();
+  const c10::StreamId s = current_stream_id(d);
+  const auto me = std::this_thread::get_id();
+  std::string why = what;
+  {
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    Graph* g = nullptr;
+    for (const CaptureStream& c : g_streams) {
+      if (c.device == d && c.stream == s) g = c.graph;
+    }
+    for (Graph* c : g_captures) {
+      if (g != nullptr) break;
+      if (c->thread() == me ? c->mode() != at::GraphCaptureMode::Relaxed : c->mode() == at::GraphCaptureMode::Global) {
+        g = c;
+        if (c->thread() != me) why += " on another thread, while a capture in \"global\" capture_error_mode is open";
+      }
+    }
+    if (g == nullptr) return;
+    g->invalidate(why);
+  }
+  capture_error(why);
+}
+
+void capture_refuse_device(const char* what) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
+  {
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    if (g_captures.empty()) return;
+    for (Graph* c : g_captures) c->invalidate(what);
+  }
   capture_error(what);
 }
 
+void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0) || from == to) return;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    Graph* g = nullptr;
+    for (const CaptureStream& c : g_streams) {
+      if (c.device == device && c.stream == to) return;  // already capturing
+      if (c.device == device && c.stream == from) g = c.graph;
+    }
+    if (g == nullptr) return;
+    if (to != 0) {
+      g_streams.push_back({device, to, g});
+      return;
+    }
+    // CUDA's default stream is the legacy stream, which no capture may take in: the whole-network
+    // capture recipe warms up and captures on side streams for this reason
+    why = "the default stream waiting on a capturing stream (warm up and capture on side streams)";
+    g->invalidate(why);
+  }
+  capture_error(why);
+}
+
 bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  Graph* g = g_graph.load();
+  Graph* g = capture_here();
+  if (g == nullptr) return false;  // the capture ended meanwhile: the call runs
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
   const size_t base = stack->size() - n;
@@ -265,9 +380,8 @@ bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   ++t_running;
   try {
     op.redispatchBoxed(c10::DispatchKeySet(kKey), stack);
-  } catch (...) {
+  } catch (...) {  // the operator's own error: nothing was launched, the capture stays valid
     --t_running;
-    g->invalidate(schema.name());
     throw;
   }
   --t_running;
@@ -298,7 +412,8 @@ bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocki
                 "pin_memory=True.");
   }
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
-  Graph* g = g_graph.load();
+  Graph* g = capture_here();
+  if (g == nullptr) return true;  // the capture ended meanwhile: the copy runs
   g->record(Node{op, {self, src, non_blocking}, {}});
   return self_dev && g->owns(self);
 }
@@ -306,12 +421,12 @@ bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocki
 at::Tensor capture_call(const char* name, std::vector<c10::IValue> args) {
   const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
   torch::jit::Stack stack(std::move(args));
-  capture_boxed(op, &stack);
+  if (!capture_boxed(op, &stack)) op.redispatchBoxed(c10::DispatchKeySet(kKey), &stack);
   return stack.back().toTensor();
 }
 
 at::Tensor capture_note(at::Tensor t) {
-  Graph* g = g_graph.load(std::memory_order_relaxed);
+  Graph* g = capture_here();
   if (C10_UNLIKELY(g != nullptr)) g->own(t);
   return t;
 }

@@ -33,7 +33,6 @@ namespace cudashim {
 namespace {
 
 constexpr size_t kRound = 512;
-constexpr int kMaxDevices = 64;
 
 int64_t round_up(size_t n) { return static_cast<int64_t>((n + kRound - 1) / kRound * kRound); }
 

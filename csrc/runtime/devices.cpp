@@ -10,10 +10,13 @@
 namespace cudashim {
 namespace {
 
+// Python sets the count from the environment (cudashim/visibility.py) before any device is used; until
+// then, the variable's value where it is in range, else 1
 c10::DeviceIndex initial_count() {
   const char* s = std::getenv("CUDASHIM_CPU_DEVICES");
   if (s == nullptr || *s == '\0') return 1;
-  return static_cast<c10::DeviceIndex>(std::atoi(s));
+  const long n = std::strtol(s, nullptr, 10);
+  return n >= 0 && n <= kMaxDevices ? static_cast<c10::DeviceIndex>(n) : 1;
 }
 
 std::atomic<c10::DeviceIndex> g_count{initial_count()};
@@ -23,7 +26,11 @@ thread_local c10::DeviceIndex t_current = 0;  // per thread, like cudaSetDevice
 }  // namespace
 
 c10::DeviceIndex device_count() { return g_count.load(std::memory_order_relaxed); }
-void set_device_count(c10::DeviceIndex n) { g_count.store(n); }
+void set_device_count(int64_t n) {
+  TORCH_CHECK(n >= 0 && n <= kMaxDevices, "cannot emulate ", n, " ", c10::DeviceTypeName(kType), " devices: 0 to ",
+              kMaxDevices, " are supported");
+  g_count.store(static_cast<c10::DeviceIndex>(n));
+}
 
 c10::DeviceIndex check_index(c10::DeviceIndex index) {
   const auto n = device_count();

@@ -61,7 +61,7 @@ void tiny_backwards() {
 }  // namespace
 
 void quiesce_autograd() {
-  if (device_count() <= 0 || c10::InferenceMode::is_enabled() || capture_underway() || !device_threads_started()) return;
+  if (device_count() <= 0 || c10::InferenceMode::is_enabled() || capture_open() || !device_threads_started()) return;
   // the tiny tasks capture this thread's state: leave out every Python object (saved and restored
   // with the GIL held; the copies keep them alive meanwhile)
   const auto torch_function = at::impl::PythonTorchFunctionTLS::get_state();

@@ -16,13 +16,14 @@ using c10::Device;
 using c10::DeviceIndex;
 using c10::Stream;
 
-constexpr int kMaxDevices = 64;
 thread_local c10::StreamId t_stream[kMaxDevices] = {};  // current stream per device, 0 = default
 std::atomic<c10::StreamId> g_next_stream{1};
 
 struct Event {
   double ms = 0;
   bool recorded = false;
+  DeviceIndex device = 0;
+  c10::StreamId stream = 0;  // the stream it was recorded on: a stream waiting on it joins its capture
 };
 
 double now_ms() {
@@ -64,14 +65,19 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   }
   DeviceIndex deviceCount() const noexcept override { return device_count(); }
 
-  void record(void** event, const Stream& /*stream*/, const DeviceIndex /*device*/,
+  void record(void** event, const Stream& stream, const DeviceIndex /*device*/,
               const c10::EventFlag /*flag*/) const override {
     if (*event == nullptr) *event = new Event();
     auto* e = static_cast<Event*>(*event);
     e->ms = now_ms();
     e->recorded = true;
+    e->device = stream.device_index();
+    e->stream = stream.id();
   }
-  void block(void* /*event*/, const Stream& /*stream*/) const override {}
+  void block(void* event, const Stream& stream) const override {
+    const auto* e = static_cast<const Event*>(event);
+    if (e != nullptr && e->recorded && e->device == stream.device_index()) capture_join(e->device, e->stream, stream.id());
+  }
   bool queryEvent(void* /*event*/) const override { return true; }
   void destroyEvent(void* event, const DeviceIndex /*device*/) const noexcept override {
     delete static_cast<Event*>(event);
@@ -93,4 +99,6 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
 c10::impl::DeviceGuardImplRegistrar g_guard(kType, new Guard());
 
 }  // namespace
+
+c10::StreamId current_stream_id(c10::DeviceIndex index) { return t_stream[index]; }
 }  // namespace cudashim

@@ -66,7 +66,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
 
     for name, value in dm.table().items():
         bind(name, value)
-    for name, value in streams.table(torch, dm.index, cpu_build.alias_class).items():
+    for name, value in streams.table(torch, dm.index, cpu_build.alias_class, join=mod.capture_join).items():
         bind(name, value)
     for name, value in nvtx_table().items():  # a CPU build's torch.cuda.nvtx raises "NVTX functions not installed"
         bindings.bind(torch.cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")

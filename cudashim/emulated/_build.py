@@ -5,10 +5,17 @@ result is cached under a key made of the sources' hash, the torch version, the P
 dispatch key, in CUDASHIM_BUILD_DIR or ~/.cache/cudashim/emulated; a cached build is imported
 directly (no compiler, no ninja run). scripts/install builds it once (`python -m
 cudashim.emulated`), so the first `import torch` of a program does not pay for it.
+
+Faults: a build holds the kernel's file lock (flock) on <library>.lock in the cache folder; the kernel
+drops it when the holder exits however it exits, so a process that waits (saying so on stderr) goes
+on within moments of a killed build's end and builds itself. A cached library is checked (_elf)
+before it is loaded: a damaged one (truncated by a full disk or a killed copy) is rebuilt, or named
+with the fix where it cannot be replaced, instead of crashing the process inside dlopen.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -17,8 +24,10 @@ import sys
 import sysconfig
 from pathlib import Path
 from types import ModuleType
+from typing import Iterator
 
 from ..errors import CudashimError
+from ._elf import damage
 
 __all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES"]
 
@@ -52,9 +61,19 @@ def _key(torch_version: str, dispatch_key: str) -> str:
 
 
 def build_dir() -> Path:
-    root = os.environ.get("CUDASHIM_BUILD_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cudashim", "emulated")
-    return Path(root)
+    explicit = os.environ.get("CUDASHIM_BUILD_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):  # the XDG spec: a relative value is invalid and ignored
+        return Path(xdg, "cudashim", "emulated")
+    from .. import envs
+
+    try:
+        home = envs.home_folder("the emulated device's native core", "CUDASHIM_BUILD_DIR")
+    except CudashimError as e:
+        raise EmulatedBuildError(str(e)) from None
+    return Path(home, ".cache", "cudashim", "emulated")
 
 
 def _import(name: str, path: Path) -> ModuleType:
@@ -79,22 +98,79 @@ def load(dispatch_key: str = "CUDA", verbose: bool = False) -> ModuleType:
     # versions of the sources building at once never link each other's objects into a library
     # cached under the wrong hash
     key = _key(torch.__version__, dispatch_key)
-    so = build_dir() / f"{name}-{key}.so"
-    if not so.exists():
-        where = build_dir() / f"build-{name}-{key}"
-        mod = _compile(name, where, dispatch_key, verbose)  # built and loaded: never load it twice
-        tmp = so.with_suffix(f".{os.getpid()}.tmp")
-        shutil.copyfile(where / f"{name}.so", tmp)
-        os.replace(tmp, so)  # atomic: a concurrent process sees the old state or the whole library
-        _loaded[dispatch_key] = mod
-        return mod
-    try:
-        mod = _import(name, so)
-    except Exception as e:  # a broken cache entry or a torch ABI mismatch
-        raise EmulatedBuildError(f"the emulated device's native core ({so}) does not load: {e}; delete "
-                                 f"{so} and run `python -m cudashim.emulated`") from e
+    root = build_dir()
+    so = root / f"{name}-{key}.so"
+    if so.exists() and damage(so) is None:
+        mod = _load_cached(name, so)
+    else:
+        where = root / f"build-{name}-{key}"
+        with _build_lock(root / f"{name}-{key}.lock", where):
+            if so.exists() and damage(so) is None:  # built by the process this one waited for
+                mod = _load_cached(name, so)
+            else:
+                _discard_damaged(so)
+                mod = _compile(name, where, dispatch_key, verbose)  # built and loaded: never load it twice
+                built = where / f"{name}.so"
+                why = damage(built)
+                if why is not None:
+                    raise EmulatedBuildError(f"the emulated device's native core was built damaged ({built}: {why}); "
+                                             f"delete {where} and run `python -m cudashim.emulated`")
+                tmp = so.with_suffix(f".{os.getpid()}.tmp")
+                shutil.copyfile(built, tmp)
+                os.replace(tmp, so)  # atomic: a concurrent process sees the old state or the whole library
     _loaded[dispatch_key] = mod
     return mod
+
+
+def _load_cached(name: str, so: Path) -> ModuleType:
+    try:
+        return _import(name, so)
+    except Exception as e:  # a torch ABI mismatch, a library of another machine
+        raise EmulatedBuildError(f"the emulated device's native core ({so}) does not load: {e}; delete "
+                                 f"{so} and run `python -m cudashim.emulated`") from e
+
+
+def _discard_damaged(so: Path) -> None:
+    """A damaged cached library goes (rebuilt next), said on stderr; where it cannot, the error names it."""
+    why = damage(so) if so.exists() else None
+    if why is None:
+        return
+    try:
+        so.unlink()
+    except OSError as e:
+        raise EmulatedBuildError(f"the cached native core of the emulated device {so} is damaged ({why}) and cannot "
+                                 f"be removed ({e.strerror}); delete it, or set CUDASHIM_BUILD_DIR to a writable "
+                                 "folder, and run `python -m cudashim.emulated`") from None
+    sys.stderr.write(f"cudashim: the cached native core {so} was damaged ({why}); rebuilding it\n")
+
+
+@contextlib.contextmanager
+def _build_lock(path: Path, where: Path) -> Iterator[None]:
+    """Hold the build of one library: the kernel's exclusive file lock on `path`, released when this
+    process exits however it exits. The holder's pid is written in the file for the waiting message."""
+    import fcntl
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the compiler's processes
+    except OSError as e:
+        raise EmulatedBuildError(f"cannot build the emulated device's native core in {path.parent}: {e.strerror} "
+                                 f"({path}); set CUDASHIM_BUILD_DIR to a writable folder and run "
+                                 "`python -m cudashim.emulated`") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            sys.stderr.write(f"cudashim: waiting for process {holder}, which is building the emulated device's "
+                             f"native core in {where} (it goes on when that process ends)\n")
+            sys.stderr.flush()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _compile(name: str, where: Path, dispatch_key: str, verbose: bool) -> ModuleType:
@@ -105,7 +181,7 @@ def _compile(name: str, where: Path, dispatch_key: str, verbose: bool) -> Module
     except OSError as e:
         raise EmulatedBuildError(f"cannot create the emulated device's build folder {where}: {e}; set "
                                  "CUDASHIM_BUILD_DIR to a writable folder and run `python -m cudashim.emulated`") from e
-    _drop_stale_lock(where / "lock")
+    _set_aside_interrupted(where)
     flags = ["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"]
     if dispatch_key != "CUDA":
         flags.append(f"-DCUDASHIM_KEY={dispatch_key}")
@@ -120,19 +196,21 @@ def _compile(name: str, where: Path, dispatch_key: str, verbose: bool) -> Module
             "(CUDASHIM_PLATFORM)") from e
 
 
-# A build takes minutes; torch's build lock (a file, no owner recorded) left by a killed build would make
-# every later load wait forever. A lock older than this is taken as left behind.
-_STALE_LOCK_S = 30 * 60
-
-
-def _drop_stale_lock(lock: Path) -> None:
-    import time
-
+def _set_aside_interrupted(where: Path) -> None:
+    """Called holding the build lock. torch's own build lock (a file in the folder, no owner recorded)
+    is then the mark of a build that was killed: it would make torch wait forever, and that build's
+    compiler processes may still be writing there. The folder is renamed away (they keep writing into
+    it) and removed; the build starts afresh."""
+    if not (where / "lock").exists():
+        return
+    aside = where.with_name(f"{where.name}.interrupted-{os.getpid()}")
     try:
-        if time.time() - lock.stat().st_mtime > _STALE_LOCK_S:
-            lock.unlink()
-    except FileNotFoundError:
-        pass
+        os.replace(where, aside)
+    except OSError:
+        (where / "lock").unlink(missing_ok=True)
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+    where.mkdir(parents=True, exist_ok=True)
 
 
 def _errors(log: str) -> str:

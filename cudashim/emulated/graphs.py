@@ -8,7 +8,10 @@ unchanged: they find CUDAGraph and graph_pool_handle in torch.cuda.graphs, bound
 Choices, where CUDA leaves a choice or the host differs:
   * capture runs no in-place or out= work and no copy (a program sees none of it until replay);
     functional operators run once so their outputs exist: their contents are defined after replay.
-  * capture is process-wide (CUDA's "global" mode): the autograd engine's device thread records too.
+  * capture belongs to a stream, as on CUDA: calls on the capture's stream (and streams that joined it)
+    are recorded, from any thread (the autograd engine's device thread works on the forward's stream);
+    other threads' work on their own streams runs. capture_error_mode decides where a synchronizing
+    call is refused (csrc/graph.cpp).
   * a graph holds every tensor its recorded calls use: pool memory is not reused while the graph
     lives and counts in memory_reserved() — and in memory_allocated(), unlike CUDA, whose blocks
     freed inside a private pool stay reserved only. Graphs sharing a pool never reuse each other's
@@ -91,7 +94,7 @@ def bind(bindings: Any, torch: Any, core: Any) -> None:
     sync = torch.cuda.synchronize
 
     def synchronize(device: Any = None) -> None:
-        core.capture_refuse("torch.cuda.synchronize()")  # cudaDeviceSynchronize fails inside a capture
+        core.capture_refuse_device("torch.cuda.synchronize()")  # cudaDeviceSynchronize fails while any capture is open
         sync(device)
 
     table = {"CUDAGraph": cls, "graph_pool_handle": graph_pool_handle, "is_current_stream_capturing": capturing,

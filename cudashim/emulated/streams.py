@@ -15,10 +15,12 @@ __all__ = ["table"]
 
 
 def table(torch: Any, index: Callable[[Any], int], alias_class: Callable[[type, Any], type] | None,
-          device_type: str = "cuda", module: str = "torch.cuda") -> dict[str, Any]:
+          device_type: str = "cuda", module: str = "torch.cuda",
+          join: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
     """torch.cuda's (or the simulated torch.npu's) stream and event names -> values, for devices
     checked by index(); alias_class makes a class that constructs through a function and answers
-    isinstance() for another (None: Event is the function). The raw handle is <device_type>_stream."""
+    isinstance() for another (None: Event is the function). The raw handle is <device_type>_stream.
+    join(device, waited, waiting): the core's capture_join (None where graphs are not captured)."""
     handle = f"{device_type}_stream"
     kinds = torch._C._autograd.DeviceType  # c10's DeviceType numbers, as torch.Stream reports them
     type_index = int(kinds.CUDA if device_type == "cuda" else kinds.PrivateUse1)
@@ -35,7 +37,10 @@ def table(torch: Any, index: Callable[[Any], int], alias_class: Callable[[type, 
             return self.stream_id
 
         def wait_stream(self, stream: Any) -> None:
-            return None  # every stream is already ordered with every other
+            # every stream is already ordered with every other; a graph capture on `stream` extends to
+            # this one, as CUDA's does to a stream that waits on a capturing one
+            if join is not None and stream.device_index == self.device_index:
+                join(self.device_index, stream.stream_id, self.stream_id)
 
         def record_event(self, event: Any = None) -> Any:
             event = make_event() if event is None else event

@@ -165,6 +165,30 @@ def device_index_out_of_range_raises() -> None:
 
 
 @check
+def device_index_overflow_raises() -> None:
+    """An index past c10::DeviceIndex (8 bits) is refused as PyTorch's bindings refuse it, never
+    narrowed to another device (257 -> 1) or to "the current device" (130 -> -126)."""
+    before = torch.cuda.current_device()
+    for name, call in (("set_device(257)", lambda: torch.cuda.set_device(257)),
+                       ("memory_allocated(130)", lambda: torch.cuda.memory_allocated(130)),
+                       ("memory_stats(300)", lambda: torch.cuda.memory_stats(300))):
+        try:
+            call()
+        except RuntimeError as e:
+            assert "Overflow when unpacking DeviceIndex" in str(e), (name, e)
+        else:
+            raise AssertionError(f"{name} was accepted")
+    assert torch.cuda.current_device() == before
+    n = torch.cuda.device_count()
+    try:  # in range for the type, past the devices: CUDA's allocator refuses it too
+        torch.cuda.memory_allocated(n)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError(f"memory_allocated({n}) answered with {n} device(s)")
+
+
+@check
 def cross_device_op_raises() -> None:
     try:
         torch.ones(3, device="cuda") + torch.ones(3)

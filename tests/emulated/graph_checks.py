@@ -366,3 +366,114 @@ def accelerator_graph() -> None:
     g.replay()
     g.replay()
     assert x.tolist() == [2.0] * 4
+
+
+def _other_thread_during_capture(mode: str, work: Callable[[], object]) -> tuple[list, list]:
+    """Run work() on another thread (its own, default stream) while this one captures in `mode`:
+    (what work() returned, what it raised), the capture's own error, if any, appended to the second."""
+    import threading
+
+    go, done = threading.Event(), threading.Event()
+    got: list = []
+    raised: list = []
+
+    def other() -> None:
+        go.wait()
+        try:
+            got.append(work())
+        except BaseException as e:  # noqa: BLE001 - reported to the check
+            raised.append(e)
+        done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    g = torch.cuda.CUDAGraph()
+    x = torch.ones(8, device="cuda")
+    try:
+        with torch.cuda.graph(g, capture_error_mode=mode):
+            x * 2
+            go.set()
+            assert done.wait(60), "the other thread did not finish"
+    except RuntimeError as e:
+        raised.append(e)
+    t.join(60)
+    got.append(g)
+    return got, raised
+
+
+def _adds_run_not_recorded(mode: str) -> None:
+    t = torch.zeros(8, device="cuda")
+
+    def work() -> object:
+        for _ in range(5):
+            t.add_(1)
+        return t.cpu().sum().item()  # a blocking copy on the other thread's own stream
+
+    got, raised = _other_thread_during_capture(mode, work)
+    assert not raised, [_chain(e) for e in raised]
+    during, g = got
+    assert during == 40.0, f"the other thread's adds did not run during the capture: {during}"
+    assert t.sum().item() == 40.0
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    assert t.sum().item() == 40.0, f"a replay re-ran the other thread's adds: {t.sum().item()}"
+
+
+@check
+def other_thread_work_runs_during_thread_local_capture() -> None:
+    _adds_run_not_recorded("thread_local")
+
+
+@check
+def other_thread_work_runs_during_relaxed_capture() -> None:
+    _adds_run_not_recorded("relaxed")
+
+
+@check
+def other_thread_sync_refused_during_global_capture() -> None:
+    t = torch.ones(8, device="cuda")
+    _, raised = _other_thread_during_capture("global", lambda: t.cpu())
+    assert raised, "a blocking copy on another thread ran during a global-mode capture"
+    assert any("capturing" in str(e) for e in raised), [_chain(e) for e in raised]
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()  # the device captures again afterwards
+    with torch.cuda.graph(g):
+        t.add_(1)
+    g.replay()
+    assert t.tolist() == [2.0] * 8
+
+
+@check
+def side_stream_joined_inside_capture_is_recorded() -> None:
+    x = torch.ones(4, device="cuda")
+    side = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            x.mul_(3)
+        torch.cuda.current_stream().wait_stream(side)
+    assert x.tolist() == [1.0] * 4, "the side stream's work ran during the capture"
+    g.replay()
+    torch.cuda.synchronize()
+    assert x.tolist() == [3.0] * 4
+
+
+@check
+def operator_error_inside_capture_is_the_operator_error() -> None:
+    x = torch.ones(3, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            x.add_(1)
+            x + torch.ones(4, device="cuda")
+    except RuntimeError as e:
+        assert "must match the size" in str(e), _chain(e)
+        accel = getattr(torch, "AcceleratorError", ())
+        assert not isinstance(e, accel), f"the shape error came as {_chain(e)}"
+    else:
+        raise AssertionError("a shape error inside the capture was not raised")
+    g.replay()  # the capture ended normally: what came before the error replays
+    torch.cuda.synchronize()
+    assert x.tolist() == [2.0] * 3, x.tolist()

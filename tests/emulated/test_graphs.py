@@ -18,6 +18,9 @@ CHECK_NAMES = [
     "pageable_host_copy_in_capture_raises", "capture_usable_after_a_failed_capture",
     "pinned_host_copy_is_read_at_replay", "random_numbers_change_every_replay",
     "graph_memory_counts_until_the_graph_goes", "make_graphed_callables_forward_and_backward", "accelerator_graph",
+    "other_thread_work_runs_during_thread_local_capture", "other_thread_work_runs_during_relaxed_capture",
+    "other_thread_sync_refused_during_global_capture", "side_stream_joined_inside_capture_is_recorded",
+    "operator_error_inside_capture_is_the_operator_error",
 ]
 
 

@@ -368,3 +368,41 @@ def test_package_reexporting_a_patched_submodule_symbol(shim: Run) -> None:
         assert rx.f is real and rx.impl.f is real
     """, {"rx/__init__.py": "from rx.impl import f\n", "rx/impl.py": "def f():\n    return ('orig', 0)\n",
           "repl.py": TARGET["repl.py"]})
+
+
+def test_threads_resolving_a_replacement_beside_the_config(shim: Run) -> None:
+    """A replacement module beside the config is loaded from the config's folder: two threads reaching
+    the patched name at once must both get the replacement, never the module half-run (no
+    PatchError "'slowrepl' has no attribute 'f'") nor run twice."""
+    out = shim("""
+        import os, threading
+        from pathlib import Path
+        folder = Path("proj").resolve()
+        conf = Config(path=folder / "cudashim.toml", patches=(PatchEntry("tgt:f", "slowrepl:f", None, "test"),))
+        patches.install(conf, "cpu")
+        import tgt
+        n = 6
+        barrier = threading.Barrier(n)
+        seen, errors = [], []
+        def worker():
+            try:
+                barrier.wait()
+                seen.append(tgt.f)
+            except BaseException as e:
+                errors.append(e)
+        ts = [threading.Thread(target=worker) for _ in range(n)]
+        for t in ts: t.start()
+        for t in ts: t.join(30)
+        assert not any(t.is_alive() for t in ts), "deadlock"
+        assert not errors, errors
+        slowrepl = sys.modules["slowrepl"]
+        assert sys.modules["slowrepl"].__file__ == str(folder / "slowrepl.py")
+        assert len(seen) == n and all(f is slowrepl.f for f in seen), seen
+        assert slowrepl.f(1) == "slow" and open("loads.txt").read() == "x"
+        print("OK")
+    """, {
+        **TARGET,
+        "proj/cudashim.toml": "",
+        "proj/slowrepl.py": "import time\nopen('loads.txt', 'a').write('x')\ntime.sleep(0.3)\ndef f(x): return 'slow'\n",
+    })
+    assert "OK" in out

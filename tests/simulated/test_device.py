@@ -102,3 +102,30 @@ def test_bad_npu_device_count_stops_before_user_code():
     assert "CUDASHIM_NPU_DEVICES='lots'" in r.stderr and "user code ran" not in r.stdout
     r = run_sim(["-c", "print('user code ran')"], {"CUDASHIM_NPU_DEVICES": "65"})
     assert r.returncode == 2 and "0..64" in r.stderr
+
+
+OVERFLOW = r"""
+import torch
+import torch_npu
+for name, call in (("set_device(257)", lambda: torch.npu.set_device(257)),
+                   ("memory_allocated(130)", lambda: torch.npu.memory_allocated(130))):
+    try:
+        call()
+    except RuntimeError as e:
+        print(name, "refused:", e)
+    else:
+        print(name, "accepted")
+print("current", torch.npu.current_device())
+"""
+
+
+def test_device_index_past_eight_bits_is_refused_not_narrowed():
+    """The core's bindings narrowed indices to 8 bits: set_device(257) selected npu:1 and
+    memory_allocated(130) answered for the current device (-126 read as "current")."""
+    need_wheel()
+    r = run_sim(["-c", OVERFLOW], {"CUDASHIM_NPU_DEVICES": "2"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.strip().splitlines()[-3:]
+    assert lines[0].startswith("set_device(257) refused: Overflow when unpacking DeviceIndex"), lines
+    assert lines[1].startswith("memory_allocated(130) refused: Overflow when unpacking DeviceIndex"), lines
+    assert lines[2] == "current 0", lines

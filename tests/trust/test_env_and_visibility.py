@@ -28,6 +28,16 @@ def test_cpu_devices_out_of_range_stops_before_user_code(trust: Trust, tmp_path:
     assert f"CUDASHIM_CPU_DEVICES={value!r}" in err and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("value", ["100", "300"])
+def test_local_world_size_past_the_cpu_devices_stops_before_user_code(trust: Trust, tmp_path: Path, value: str) -> None:
+    """Without CUDASHIM_CPU_DEVICES the count comes from LOCAL_WORLD_SIZE: past the 64 devices the core
+    has tables for, cuda:99 overran them (SIGSEGV) and 300 narrowed to 44 devices."""
+    rc, out, err = _run(trust, tmp_path, LOCAL_WORLD_SIZE=value)
+    assert rc == 2, out + err
+    assert "USER CODE" not in out
+    assert f"LOCAL_WORLD_SIZE={value}" in err and "CUDASHIM_CPU_DEVICES" in err and "Traceback" not in err, err
+
+
 def test_cpu_devices_maximum_is_accepted(trust: Trust, tmp_path: Path) -> None:
     rc, out, err = _run(trust, tmp_path, CUDASHIM_CPU_DEVICES="64")
     assert rc == 0, err

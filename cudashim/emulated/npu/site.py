@@ -43,7 +43,10 @@ class SimulatorWheelMissing(CudashimError):
 def wheel_cache() -> Path:
     from ... import envs
 
-    return Path(envs.get("CUDASHIM_WHEEL_CACHE") or Path.home() / ".cache" / "cudashim" / "wheels")  # type: ignore[arg-type]
+    explicit = envs.get("CUDASHIM_WHEEL_CACHE")
+    if explicit:
+        return Path(explicit)  # type: ignore[arg-type]
+    return Path(envs.home_folder("the torch-npu wheel cache", "CUDASHIM_WHEEL_CACHE"), ".cache", "cudashim", "wheels")
 
 
 def find_wheel() -> Path:
