@@ -94,7 +94,11 @@ def bind(bindings: Any, torch: Any, core: Any) -> None:
         core.capture_refuse("torch.cuda.synchronize()")  # cudaDeviceSynchronize fails inside a capture
         sync(device)
 
-    table = {"CUDAGraph": cls, "graph_pool_handle": graph_pool_handle, "is_current_stream_capturing": capturing,
+    def is_current_stream_capturing() -> bool:
+        return bool(capturing())
+
+    table = {"CUDAGraph": cls, "graph_pool_handle": graph_pool_handle,
+             "is_current_stream_capturing": is_current_stream_capturing,
              "synchronize": synchronize, "graph": tgraphs.graph, "make_graphed_callables": tgraphs.make_graphed_callables}
     for name, value in table.items():
         bindings.bind(torch.cuda, name, value, f"torch.cuda.{name}", "emulated")
