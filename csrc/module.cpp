@@ -93,6 +93,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("empty_strided") = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr));
   m.def("pinned_bytes", &pinned_bytes);
   m.def("default_generator", [](int i) { return default_generator(static_cast<c10::DeviceIndex>(i)); });
+  m.def("set_philox_round_threads", &set_philox_round_threads);
   m.def("cpu_view", [](const at::Tensor& t) { return cpu_view(t); }, "the CPU tensor over a device tensor's memory");
   // UntypedStorage.resize_ on a device storage (torch's own raises "built without USE_CUDA"): FSDP2
   // frees and re-allocates its unsharded parameters this way. Through the storage's own allocator.

@@ -76,8 +76,13 @@ void register_collectives();  // collectives.cpp: once torch.distributed is load
 // exit.cpp: at interpreter exit (atexit), the autograd device threads have let go of every backward
 void quiesce_autograd();
 
-// generator.cpp
+// generator.cpp: generators with CUDA's Philox state (seed, offset)
 const at::Generator& default_generator(c10::DeviceIndex index);
+at::Generator new_generator(c10::DeviceIndex index);  // torch.Generator(device=...)
+void set_philox_round_threads(int64_t threads);       // multiProcessorCount * maxThreadsPerMultiProcessor
+// a random kernel's generator argument (None: the device's default) -> the CPU generator it draws
+// from; advances the offset as CUDA's distribution kernels do for numel elements
+c10::IValue kernel_generator(const c10::IValue& given, c10::DeviceIndex device, int64_t numel, size_t element_size);
 
 // graph.cpp: CUDA graph capture (issue 18)
 bool capturing();         // calls reaching the device key are recorded (not while a recorded call runs)

@@ -70,6 +70,9 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
         bind(name, value)
     for name, value in nvtx_table().items():  # a CPU build's torch.cuda.nvtx raises "NVTX functions not installed"
         bindings.bind(torch.cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
+    # a random kernel advances its generator's offset by rounds of the grid, as on a GPU of these properties
+    props = host_properties()
+    mod.set_philox_round_threads(props.multi_processor_count * props.max_threads_per_multi_processor)
     # torch.cuda's own seeding and lazy-init code runs unchanged once the device counts as initialized
     bindings.bind(cuda, "default_generators", dm.generators())
     bindings.bind(cuda, "_initialized", True)
