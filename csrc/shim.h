@@ -62,6 +62,12 @@ inline at::Tensor host(const at::Tensor& t) {
   return t.defined() && t.device().type() == kType ? cpu_view(t, false) : t;
 }
 
+// views.cpp, for tensors across processes: a device storage moved into a (shared) CPU storage, the CPU
+// storage holding a device storage's memory (undefined if none), a device byte tensor over a CPU storage
+void rehome(const at::Tensor& device_tensor, const at::Tensor& host);
+at::Tensor host_owner(const at::Tensor& device_tensor);
+at::Tensor device_over(const at::Tensor& host, c10::DeviceIndex index);
+
 // kernels.cpp: a strided buffer of device `index` (empty_strided's kernel; Inductor's wrapper allocations,
 // which skip the dispatcher)
 at::Tensor empty_on(c10::DeviceIndex index, c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype);

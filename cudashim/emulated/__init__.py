@@ -42,7 +42,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
 
     from .. import visibility
     from ..platform import host_memory
-    from . import accelerator, compile, cpu_build, distributed, graphs, nccl, streams
+    from . import accelerator, compile, cpu_build, distributed, graphs, ipc, nccl, streams
     from .cuda import DeviceModule, nvtx_table
     from .host import host_properties, mem_get_info
     from .memory import bind_storage_resize
@@ -85,6 +85,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     nccl.bind(bindings, torch)  # NCCL groups are Gloo groups that answer as NCCL's
     bind_storage_resize(bindings, torch, mod)  # FSDP2 frees and re-allocates parameters this way
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graph.cpp)
+    ipc.bind(bindings, torch, mod)  # device tensors across processes: CUDA IPC over shared host memory
     # replacement kernels written with torch operators read cuda tensors over their host memory
     bindings.bind(host_memory, "views", {**host_memory.views, "cuda": mod.cpu_view})
     return dm
