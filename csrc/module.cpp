@@ -108,6 +108,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("empty_strided") = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr));
   m.def("pinned_bytes", &pinned_bytes);
   m.def("default_generator", [](py::handle i) { return default_generator(index_arg(i)); });
+  m.def("set_philox_round_threads", &set_philox_round_threads);
+  m.def("rehome", &rehome, "move a device storage's memory into a CPU (shared-memory) storage");
+  m.def("host_owner", [](const at::Tensor& t) -> std::optional<at::Tensor> {
+    at::Tensor h = host_owner(t);
+    return h.defined() ? std::optional<at::Tensor>(h) : std::nullopt;
+  });
+  m.def("device_over", [](const at::Tensor& host, py::handle index) { return device_over(host, index_arg(index)); });
   m.def("cpu_view", [](const at::Tensor& t) { return cpu_view(t); }, "the CPU tensor over a device tensor's memory");
   // UntypedStorage.resize_ on a device storage (torch's own raises "built without USE_CUDA"): FSDP2
   // frees and re-allocates its unsharded parameters this way. Through the storage's own allocator.

@@ -65,6 +65,12 @@ inline at::Tensor host(const at::Tensor& t) {
   return t.defined() && t.device().type() == kType ? cpu_view(t, false) : t;
 }
 
+// views.cpp, for tensors across processes: a device storage moved into a (shared) CPU storage, the CPU
+// storage holding a device storage's memory (undefined if none), a device byte tensor over a CPU storage
+void rehome(const at::Tensor& device_tensor, const at::Tensor& host);
+at::Tensor host_owner(const at::Tensor& device_tensor);
+at::Tensor device_over(const at::Tensor& host, c10::DeviceIndex index);
+
 // kernels.cpp: a strided buffer of device `index` (empty_strided's kernel; Inductor's wrapper allocations,
 // which skip the dispatcher)
 at::Tensor empty_on(c10::DeviceIndex index, c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype);
@@ -79,8 +85,13 @@ void register_collectives();  // collectives.cpp: once torch.distributed is load
 // exit.cpp: at interpreter exit (atexit), the autograd device threads have let go of every backward
 void quiesce_autograd();
 
-// generator.cpp
+// generator.cpp: generators with CUDA's Philox state (seed, offset)
 const at::Generator& default_generator(c10::DeviceIndex index);
+at::Generator new_generator(c10::DeviceIndex index);  // torch.Generator(device=...)
+void set_philox_round_threads(int64_t threads);       // multiProcessorCount * maxThreadsPerMultiProcessor
+// a random kernel's generator argument (None: the device's default) -> the CPU generator it draws
+// from; advances the offset as CUDA's distribution kernels do for numel elements
+c10::IValue kernel_generator(const c10::IValue& given, c10::DeviceIndex device, int64_t numel, size_t element_size);
 
 // guard.cpp: the calling thread's current stream of a device (0: the default stream)
 c10::StreamId current_stream_id(c10::DeviceIndex index);

@@ -3,8 +3,8 @@
 // Unlike at::native::cpu_fallback nothing is copied: inputs are viewed in place, in-place and out=
 // arguments are written in place, and the memory a CPU kernel allocates for its outputs becomes
 // device memory (adopted into the device's statistics), handed back as device tensors. Before that, the
-// devices are checked as a GPU checks them, and a random operator without a generator draws from
-// the device's own generator.
+// devices are checked as a GPU checks them, and a random operator draws from the device's generator
+// (its default one when none is given; a CPU generator is refused as CUDA refuses it).
 #include "call.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -37,13 +37,21 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // one pass: check the devices as a GPU does and turn device tensors into CPU views of their memory
   Call call;
-  c10::SmallVector<size_t, 2> generators;  // None generator slots: the device's generator, once the device is known
+  c10::SmallVector<size_t, 2> generators;  // generator slots: the device's generator, once the device is known
+  int64_t numel = 1;                       // of the first tensor: how far a random kernel advances the offset
+  size_t element_size = 4;
+  bool sized = false;
   for (size_t i = 0; i < n; ++i) {
     c10::IValue& v = (*stack)[base + i];
     const c10::AliasInfo* alias = args[i].alias_info();
     const bool written = alias != nullptr && alias->isWrite();
     if (v.isTensor()) {
       at::Tensor t = std::move(v).toTensor();
+      if (!sized && t.defined()) {
+        numel = t.numel();
+        element_size = t.element_size();
+        sized = true;
+      }
       call.see(t);
       v = call.view(t, written);
     } else if (v.isTensorList()) {
@@ -61,12 +69,14 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         list.push_back(o.has_value() ? std::optional<at::Tensor>(call.view(*o, written)) : std::nullopt);
       }
       v = std::move(list);
-    } else if (v.isNone() && is_generator_slot(args[i])) {
+    } else if ((v.isNone() || v.isGenerator()) && is_generator_slot(args[i])) {
       generators.push_back(i);
     }
   }
   call.settle(!call.host_tensor || mixes_devices(schema.operator_name()), schema.name().c_str());
-  for (const size_t i : generators) (*stack)[base + i] = default_generator(call.device);
+  for (const size_t i : generators) {
+    (*stack)[base + i] = kernel_generator((*stack)[base + i], call.device, numel, element_size);
+  }
 
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 

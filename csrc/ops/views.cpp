@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>
 
+#include <cstring>
 #include <typeinfo>
 
 namespace cudashim {
@@ -98,6 +99,43 @@ at::Tensor as_device(at::Tensor cpu, c10::DeviceIndex index, const c10::Storage*
     return cpu;
   }
   return wrap(std::move(storage), cpu, c10::DispatchKeySet(kKey));
+}
+
+// Tensors across processes (cudashim/emulated/ipc.py): a device storage's memory moves into `host`, a
+// CPU storage at least as large (in shared memory): its bytes are copied there and the storage points
+// at them from now on, holding `host`; every tensor over it, and every process that maps `host`, sees
+// the same memory.
+void rehome(const at::Tensor& device_tensor, const at::Tensor& host) {
+  c10::StorageImpl* s = device_tensor.storage().unsafeGetStorageImpl();
+  c10::StorageImpl* h = host.storage().unsafeGetStorageImpl();
+  TORCH_CHECK(device_tensor.device().type() == kType && host.device().is_cpu(),
+              "rehome: expected a device tensor and a CPU tensor, got ", device_tensor.device(), " and ", host.device());
+  TORCH_CHECK(h->nbytes() >= s->nbytes(), "rehome: the host storage (", h->nbytes(), " bytes) is smaller than the device's (",
+              s->nbytes(), " bytes)");
+  if (s->nbytes() > 0) std::memcpy(h->mutable_data(), s->data(), s->nbytes());
+  s->set_data_ptr_noswap(keeping(h->mutable_data(), h, s->data_ptr().device()));
+}
+
+// The CPU storage that holds a device storage's memory (rehome(), or device_over()), as a CPU byte
+// tensor over it; undefined when the device storage holds its own memory.
+at::Tensor host_owner(const at::Tensor& device_tensor) {
+  const c10::DataPtr& dp = device_tensor.storage().data_ptr();
+  if (dp.get_deleter() != &keep_release) return at::Tensor();
+  auto* h = static_cast<c10::StorageImpl*>(dp.get_context());
+  c10::Storage st(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(h));
+  return at::empty({0}, at::TensorOptions().dtype(at::kByte)).set_(st);
+}
+
+// A byte tensor of device `index` over the memory of a CPU storage (another process's shared memory),
+// holding that storage.
+at::Tensor device_over(const at::Tensor& host, c10::DeviceIndex index) {
+  c10::StorageImpl* h = host.storage().unsafeGetStorageImpl();
+  c10::Storage storage(c10::Storage::use_byte_size_t(), h->nbytes(),
+                       keeping(h->mutable_data(), h, c10::Device(kType, check_index(index))), nullptr, false);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(kKey),
+                                                      caffe2::TypeMeta::Make<uint8_t>());
+  out.unsafeGetTensorImpl()->set_sizes_contiguous({static_cast<int64_t>(h->nbytes())});
+  return out;
 }
 
 }  // namespace cudashim

@@ -1,15 +1,114 @@
 // One random generator per device, apart from the CPU's: seeding the device never moves the CPU
-// stream. They are CPU (mt19937) generators because the CPU kernels draw from them, so values
-// differ from a GPU's Philox for the same seed; a seed still gives the same sequence every run.
+// stream. Its state is CUDA's (CUDAGeneratorImpl): a Philox seed and an offset per thread, read and
+// written as 16 bytes (seed, then offset, both 64-bit), the offset a multiple of 4, reset by seeding,
+// advanced by each random kernel as CUDA's distribution kernels advance it. Graph-safe states share
+// that state between generators as CUDA's do.
+//
+// The CPU kernels draw: each random call gets a fresh CPU (mt19937) generator seeded from the pair
+// (seed, offset) before the offset advances, so the values are a function of the state alone, as
+// Philox's are (a saved state replays the same values), but they are not the values a GPU gives for
+// the same seed.
 #include "shim.h"
 
+#include <atomic>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
 namespace cudashim {
+namespace {
+
+struct PhiloxState : c10::intrusive_ptr_target {
+  uint64_t seed = c10::default_rng_seed_val;
+  uint64_t offset = 0;
+};
+
+// threads per round of a distribution kernel: multiProcessorCount * maxThreadsPerMultiProcessor
+std::atomic<int64_t> g_round_threads{2048};
+
+uint64_t mix(uint64_t seed, uint64_t offset) {  // splitmix64 of the pair: a seed for the CPU generator
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (offset / 4 + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+class DeviceGenerator final : public c10::GeneratorImpl {
+ public:
+  DeviceGenerator(c10::DeviceIndex index, c10::intrusive_ptr<PhiloxState> state)
+      : c10::GeneratorImpl(c10::Device(kType, index), c10::DispatchKeySet(kKey)), state_(std::move(state)) {}
+
+  void set_current_seed(uint64_t seed) override {
+    state_->seed = seed;
+    state_->offset = 0;
+  }
+  uint64_t current_seed() const override { return state_->seed; }
+  uint64_t seed() override {
+    const uint64_t s = c10::detail::getNonDeterministicRandom(true);
+    set_current_seed(s);
+    return s;
+  }
+  void set_offset(uint64_t offset) override {
+    TORCH_CHECK(offset % 4 == 0, "offset must be a multiple of 4");
+    state_->offset = offset;
+  }
+  uint64_t get_offset() const override { return state_->offset; }
+
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    at::Tensor t = at::empty({16}, at::TensorOptions().dtype(at::kByte));
+    const uint64_t seed = state_->seed;
+    const int64_t offset = static_cast<int64_t>(state_->offset);
+    std::memcpy(t.data_ptr<uint8_t>(), &seed, 8);
+    std::memcpy(t.data_ptr<uint8_t>() + 8, &offset, 8);
+    return t.getIntrusivePtr();
+  }
+  void set_state(const c10::TensorImpl& s) override {
+    TORCH_CHECK_TYPE(s.layout() == at::kStrided, "expected a torch.ByteTensor, but got a tensor of layout ", s.layout());
+    TORCH_CHECK_TYPE(s.dtype() == at::kByte, "expected a torch.ByteTensor, but got ", s.dtype());
+    TORCH_CHECK(s.is_contiguous(), "RNG state must be contiguous");
+    const int64_t n = s.numel();
+    TORCH_CHECK(n == 16 || n == 8, "RNG state is wrong size");  // 8: a seed alone (offset 0), as CUDA takes it
+    const auto* bytes = static_cast<const uint8_t*>(s.data());
+    uint64_t seed = 0;
+    int64_t offset = 0;
+    std::memcpy(&seed, bytes, 8);
+    if (n == 16) std::memcpy(&offset, bytes + 8, 8);
+    set_current_seed(seed);
+    set_offset(static_cast<uint64_t>(offset));
+  }
+  void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& gen) override {
+    auto* other = dynamic_cast<DeviceGenerator*>(gen.get());
+    TORCH_CHECK(other != nullptr, "Expected a CUDA Generator");
+    state_ = other->state_;
+  }
+  c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override {
+    return c10::make_intrusive<DeviceGenerator>(device().index(), state_);
+  }
+
+  // The CPU generator one kernel draws from, its offset then advanced by `increment` rounded up to
+  // a multiple of 4 (CUDAGeneratorState::increase). The caller holds mutex_.
+  at::Generator draw(uint64_t increment) {
+    at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(mix(state_->seed, state_->offset));
+    state_->offset += (increment + 3) / 4 * 4;
+    return cpu;
+  }
+
+ private:
+  DeviceGenerator* clone_impl() const override {
+    auto copy = c10::make_intrusive<PhiloxState>();
+    copy->seed = state_->seed;
+    copy->offset = state_->offset;
+    return new DeviceGenerator(device().index(), copy);
+  }
+
+  c10::intrusive_ptr<PhiloxState> state_;
+};
+
+}  // namespace
 
 const at::Generator& default_generator(c10::DeviceIndex index) {
   static std::mutex mutex;
@@ -17,9 +116,35 @@ const at::Generator& default_generator(c10::DeviceIndex index) {
   const auto i = check_index(index);
   std::lock_guard<std::mutex> lock(mutex);
   while (generators.size() <= static_cast<size_t>(i)) {
-    generators.push_back(at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val));
+    const auto d = static_cast<c10::DeviceIndex>(generators.size());
+    generators.push_back(at::make_generator<DeviceGenerator>(d, c10::make_intrusive<PhiloxState>()));
   }
   return generators[i];
+}
+
+at::Generator new_generator(c10::DeviceIndex index) {
+  return at::make_generator<DeviceGenerator>(check_index(index), c10::make_intrusive<PhiloxState>());
+}
+
+void set_philox_round_threads(int64_t threads) { g_round_threads.store(std::max<int64_t>(threads, 256)); }
+
+// A random kernel's generator argument: the device's generator (the default one when none was
+// given) turned into the CPU generator its CPU kernel draws from. The offset advances as CUDA's
+// distribution kernels advance it (calc_execution_policy): 4 per round of the grid over `numel`
+// elements, a round covering 4 elements per thread (2 for 8-byte types).
+c10::IValue kernel_generator(const c10::IValue& given, c10::DeviceIndex device, int64_t numel, size_t element_size) {
+  at::Generator gen = given.isNone() ? default_generator(device) : given.toGenerator();
+  const c10::DeviceType type = gen.device().type();
+  TORCH_CHECK(type == kType, "Expected a '", c10::DeviceTypeName(kType, true), "' device type for generator but found '",
+              c10::DeviceTypeName(type, true), "'");
+  auto* impl = dynamic_cast<DeviceGenerator*>(gen.unsafeGetGeneratorImpl());
+  TORCH_CHECK(impl != nullptr, "Expected a generator of the emulated ", c10::DeviceTypeName(kType, true), " device");
+  const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(numel, 1));
+  const uint64_t unroll = element_size > 4 ? 2 : 4;
+  const uint64_t blocks = std::min<uint64_t>((n + 255) / 256, static_cast<uint64_t>(g_round_threads.load()) / 256);
+  const uint64_t increment = ((n - 1) / (256 * std::max<uint64_t>(blocks, 1) * unroll) + 1) * 4;
+  std::lock_guard<std::mutex> lock(impl->mutex_);
+  return impl->draw(increment);
 }
 
 }  // namespace cudashim

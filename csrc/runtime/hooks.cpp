@@ -54,9 +54,7 @@ struct Hooks final : Base {
   c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
   c10::Device getDeviceFromPtr(void*) const override { return c10::Device(kType, cudashim::current_device()); }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override { return default_generator(index); }
-  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
-    return at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val);
-  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override { return new_generator(index); }
 };
 
 }  // namespace

@@ -42,7 +42,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
 
     from .. import visibility
     from ..platform import cpu_views
-    from . import accelerator, compile, cpu_build, distributed, graphs, nccl, streams
+    from . import accelerator, compile, cpu_build, distributed, graphs, ipc, nccl, streams
     from .cuda import DeviceModule, nvtx_table
     from .properties import host_properties, mem_get_info
     from .memory import bind_storage_resize
@@ -70,6 +70,9 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
         bind(name, value)
     for name, value in nvtx_table().items():  # a CPU build's torch.cuda.nvtx raises "NVTX functions not installed"
         bindings.bind(torch.cuda.nvtx, name, value, f"torch.cuda.nvtx.{name}", "emulated")
+    # a random kernel advances its generator's offset by rounds of the grid, as on a GPU of these properties
+    props = host_properties()
+    mod.set_philox_round_threads(props.multi_processor_count * props.max_threads_per_multi_processor)
     # torch.cuda's own seeding and lazy-init code runs unchanged once the device counts as initialized
     bindings.bind(cuda, "default_generators", dm.generators())
     bindings.bind(cuda, "_initialized", True)
@@ -82,6 +85,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     nccl.bind(bindings, torch)  # NCCL groups are Gloo groups that answer as NCCL's
     bind_storage_resize(bindings, torch, mod)  # FSDP2 frees and re-allocates parameters this way
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graphs/graph.cpp)
+    ipc.bind(bindings, torch, mod)  # device tensors across processes: CUDA IPC over shared host memory
     # replacement kernels written with torch operators read cuda tensors over their host memory
     bindings.bind(cpu_views, "views", {**cpu_views.views, "cuda": mod.cpu_view})
     return dm

@@ -8,6 +8,7 @@ Properties are the documented CPU answer (host.py: an Ampere-class 8.0 device wh
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 from .memory import MemoryTable
@@ -19,13 +20,18 @@ _SYNC_MODES = {"default": 0, "warn": 1, "error": 2}
 
 def distinct(fn: Any) -> Any:
     """fn as a function of its own. Dynamo keys its handlers of torch functions by function, and
-    equal bound methods (one method bound under two names) collide."""
+    equal bound methods (one method bound under two names) collide. It reports fn's signature
+    (torch.cuda's documented one: inspect, and the tools built on it, read it)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = getattr(fn, "__name__", "cuda_fn")
     call.__doc__ = getattr(fn, "__doc__", None)
+    try:
+        call.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        pass  # a builtin without a text signature: the table wraps those in Python functions
     return call
 
 
@@ -124,6 +130,9 @@ class DeviceModule:
             debug_mode = _SYNC_MODES[debug_mode]
         self.core.set_sync_debug_mode(int(debug_mode))
 
+    def get_sync_debug_mode(self) -> int:
+        return int(self.core.sync_debug_mode())
+
     def generators(self) -> tuple[Any, ...]:
         return tuple(self.core.default_generator(i) for i in range(self.core.device_count()))
 
@@ -143,7 +152,7 @@ class DeviceModule:
             "get_device_name": self.get_device_name,
             "get_device_capability": self.get_device_capability,
             "set_sync_debug_mode": self.set_sync_debug_mode,
-            "get_sync_debug_mode": self.core.sync_debug_mode,
+            "get_sync_debug_mode": self.get_sync_debug_mode,
             "is_bf16_supported": lambda including_emulation=True: True,
             "is_tf32_supported": lambda: False,
             "get_arch_list": lambda: [],

@@ -36,9 +36,9 @@ def flat_collectives(dist: Any, host: Callable[[Any], Any],
     def reduce_scatter_tensor(output: Any, input: Any, op: Any = dist.ReduceOp.SUM, group: Any = None,
                               async_op: bool = False) -> Any:
         world, rank = dist.get_world_size(group), dist.get_rank(group)
-        total = host(input).clone()
+        total = input.clone()  # on the device, so the reduction is the group's own (NCCL's on an "nccl" group)
         work = all_reduce(total, op=op, group=group)
-        host(output).copy_(total.reshape(world, -1)[rank].view(output.shape))
+        host(output).copy_(host(total).reshape(world, -1)[rank].view(output.shape))
         return work if async_op else None
 
     return all_gather_into_tensor, reduce_scatter_tensor

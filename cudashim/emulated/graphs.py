@@ -11,7 +11,7 @@ Choices, where CUDA leaves a choice or the host differs:
   * capture belongs to a stream, as on CUDA: calls on the capture's stream (and streams that joined it)
     are recorded, from any thread (the autograd engine's device thread works on the forward's stream);
     other threads' work on their own streams runs. capture_error_mode decides where a synchronizing
-    call is refused (csrc/graph.cpp).
+    call is refused (csrc/graphs/graph.cpp).
   * a graph holds every tensor its recorded calls use: pool memory is not reused while the graph
     lives and counts in memory_reserved() — and in memory_allocated(), unlike CUDA, whose blocks
     freed inside a private pool stay reserved only. Graphs sharing a pool never reuse each other's
@@ -97,7 +97,11 @@ def bind(bindings: Any, torch: Any, core: Any) -> None:
         core.capture_refuse_device("torch.cuda.synchronize()")  # cudaDeviceSynchronize fails while any capture is open
         sync(device)
 
-    table = {"CUDAGraph": cls, "graph_pool_handle": graph_pool_handle, "is_current_stream_capturing": capturing,
+    def is_current_stream_capturing() -> bool:
+        return bool(capturing())
+
+    table = {"CUDAGraph": cls, "graph_pool_handle": graph_pool_handle,
+             "is_current_stream_capturing": is_current_stream_capturing,
              "synchronize": synchronize, "graph": tgraphs.graph, "make_graphed_callables": tgraphs.make_graphed_callables}
     for name, value in table.items():
         bindings.bind(torch.cuda, name, value, f"torch.cuda.{name}", "emulated")

@@ -79,7 +79,7 @@ class MemoryTable:
     def empty_cache(self) -> None:
         self._core.empty_cache()  # the cached blocks of every device go back to the host
 
-    def memory_snapshot(self, *args: Any, **kwargs: Any) -> list[Any]:
+    def memory_snapshot(self, mempool_id: Any = None, include_traces: bool = True) -> list[Any]:
         return []  # segments are not listed (their totals are in memory_stats())
 
     def set_per_process_memory_fraction(self, fraction: float, device: Any = None) -> None:

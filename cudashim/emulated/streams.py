@@ -9,6 +9,7 @@ elapsed_time() is real wall time.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 __all__ = ["table"]
@@ -60,7 +61,7 @@ def table(torch: Any, index: Callable[[Any], int], alias_class: Callable[[type, 
             return Stream.__new__(cls, stream_id=int(stream_ptr), device_index=index(device), device_type=type_index)
 
     def make_event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
-                   **kwargs: Any) -> Any:
+                   external: bool = False) -> Any:
         return torch.Event(device=device_type, enable_timing=enable_timing, blocking=blocking,
                            interprocess=interprocess)
 
@@ -70,6 +71,7 @@ def table(torch: Any, index: Callable[[Any], int], alias_class: Callable[[type, 
     if alias_class is not None:
         Event = alias_class(torch.Event, make_event)
         Event.__name__ = Event.__qualname__ = "Event"
+        Event.__signature__ = inspect.signature(make_event)  # its metaclass's __call__ would show (*args, **kwargs)
 
     def current_stream(device: Any = None) -> Any:
         return wrap(torch._C._accelerator_getStream(index(device)))
@@ -98,8 +100,8 @@ def table(torch: Any, index: Callable[[Any], int], alias_class: Callable[[type, 
             if self.stream is not None:
                 set_stream(self._prev)
 
-    def stream(s: Any) -> StreamContext:
-        return StreamContext(s)
+    def stream(stream: Any) -> StreamContext:
+        return StreamContext(stream)
 
     return {"Stream": Stream, "ExternalStream": ExternalStream, "Event": Event, "StreamContext": StreamContext,
             "stream": stream, "current_stream": current_stream, "default_stream": default_stream,

@@ -342,3 +342,84 @@ def attention_forward_backward() -> None:
     got.sum().backward()
     assert got.is_cuda and torch.allclose(got.detach().cpu(), want, atol=1e-4)
     assert dq.grad is not None and dq.grad.is_cuda and dv.grad.shape == v.shape
+
+
+def _seed_and_offset(state: torch.Tensor) -> tuple[int, int]:
+    """CUDA's generator state: 16 bytes, the Philox seed then the offset (CUDAGeneratorImpl::get_state)."""
+    assert state.dtype == torch.uint8 and state.numel() == 16, (state.dtype, state.numel())
+    return int(state[:8].view(torch.int64).item()), int(state[8:].view(torch.int64).item())
+
+
+@check
+def generator_state_is_philox() -> None:
+    saved = torch.cuda.get_rng_state()
+    try:
+        torch.cuda.manual_seed(123)
+        assert _seed_and_offset(torch.cuda.get_rng_state()) == (123, 0)
+        torch.rand(1000, device="cuda")  # one round of the grid: 4 Philox values per thread
+        assert _seed_and_offset(torch.cuda.get_rng_state()) == (123, 4)
+        torch.randn(1000, device="cuda")
+        state = torch.cuda.get_rng_state()
+        assert _seed_and_offset(state) == (123, 8)
+        a = torch.rand(50, device="cuda")
+        torch.cuda.set_rng_state(state)  # the same (seed, offset): the same values
+        assert torch.equal(torch.rand(50, device="cuda"), a)
+        g = torch.cuda.default_generators[torch.cuda.current_device()]
+        assert g.initial_seed() == 123 and g.get_offset() == 12
+        g.set_offset(8)
+        assert torch.equal(torch.rand(50, device="cuda"), a)
+        raised = False
+        try:
+            g.set_offset(6)
+        except RuntimeError as e:
+            raised = "offset must be a multiple of 4" in str(e)
+        assert raised, "set_offset(6) was accepted"
+        raised = False
+        try:
+            torch.cuda.set_rng_state(torch.zeros(5, dtype=torch.uint8))
+        except RuntimeError as e:
+            raised = "RNG state is wrong size" in str(e)
+        assert raised, "a 5-byte state was accepted"
+    finally:
+        torch.cuda.set_rng_state(saved)
+
+
+@check
+def generators_are_on_their_device() -> None:
+    assert torch.cuda.default_generators[0].device == torch.device("cuda", 0)
+    gen = torch.Generator(device="cuda")
+    assert gen.device.type == "cuda" and gen.get_state().numel() == 16
+    gen.manual_seed(5)
+    before = torch.cuda.get_rng_state()
+    x = torch.rand(10, device="cuda", generator=gen)
+    assert x.is_cuda and gen.get_offset() == 4
+    assert torch.equal(torch.cuda.get_rng_state(), before), "a given generator moved the default one"
+    raised = ""
+    try:
+        torch.rand(3, device="cuda", generator=torch.Generator())
+    except RuntimeError as e:
+        raised = str(e)
+    assert "Expected a 'cuda' device type for generator but found 'cpu'" in raised, raised
+    try:  # the reverse: a cuda generator dispatches the operator to the device, where the tensor is not
+        torch.rand(3, generator=gen)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("a cuda generator filled a CPU tensor")
+
+
+@check
+def graphsafe_generator_state() -> None:
+    g = torch.Generator(device="cuda")
+    g.manual_seed(7)
+    shared = g.graphsafe_get_state()  # a generator over the same state
+    torch.rand(10, device="cuda", generator=g)
+    assert shared.get_offset() == 4 and shared.initial_seed() == 7
+    copy = g.clone_state()  # a generator over a copy of the state
+    torch.rand(10, device="cuda", generator=g)
+    assert copy.get_offset() == 4 and g.get_offset() == 8
+    g.graphsafe_set_state(copy)  # g now draws from copy's state
+    a = torch.rand(10, device="cuda", generator=g)
+    assert copy.get_offset() == 8 and shared.get_offset() == 8
+    shared.set_offset(4)  # the state g started from: the same values g just drew
+    assert torch.equal(torch.rand(10, device="cuda", generator=shared), a)

@@ -34,6 +34,16 @@ def test_collectives_on_two_ranks() -> None:
     _two_ranks("_gloo_worker.py")
 
 
+def test_nccl_reductions_on_two_ranks() -> None:
+    """Every ReduceOp on every dtype as NCCL computes it (AVG of integers, PREMUL_SUM, fp16/bf16)."""
+    _two_ranks("_nccl_ops_worker.py")
+
+
+def test_dtensor_random_init_on_two_ranks() -> None:
+    """DTensor's RNG tracker over the device generator's Philox state."""
+    _two_ranks("_dtensor_rng_worker.py")
+
+
 def test_ddp_on_two_ranks() -> None:
     _two_ranks("_ddp_worker.py")
 

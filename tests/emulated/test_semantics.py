@@ -15,7 +15,8 @@ CHECK_NAMES = [
     "is_cuda_and_device_agree", "device_index_out_of_range_raises", "device_index_overflow_raises", "cross_device_op_raises",
     "sync_debug_mode_raises", "jit_script_factory", "compile_under_autocast", "compile_low_precision_norm", "autocast_follows_cuda_rules",
     "backward_on_device", "events_time_real_work", "views_alias_device_memory", "out_argument_resized_in_place",
-    "attention_forward_backward",
+    "attention_forward_backward", "generator_state_is_philox", "generators_are_on_their_device",
+    "graphsafe_generator_state",
 ]
 
 
