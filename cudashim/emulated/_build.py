@@ -23,7 +23,7 @@ from ..errors import CudashimError
 __all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES"]
 
 _CSRC = Path(__file__).resolve().parents[2] / "csrc"
-SOURCES = ("devices.cpp", "allocator.cpp", "views.cpp", "generator.cpp", "guard.cpp", "kernels.cpp",
+SOURCES = ("devices.cpp", "allocator.cpp", "cache_model.cpp", "views.cpp", "generator.cpp", "guard.cpp", "kernels.cpp",
            "fallback.cpp", "direct.cpp", "amp.cpp", "sdpa.cpp", "rnn.cpp", "linalg.cpp", "collectives.cpp",
            "ddp_timer.cpp", "hooks.cpp", "graph.cpp",
            "exit.cpp", "module.cpp")
