@@ -126,3 +126,21 @@ def test_run_refuses_an_unknown_profile() -> None:
                        env=dict(env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert "--profile: device profile 'h900' is not one cudashim ships; use one of: a100-40gb" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="the profile is the emulated device's")
+def test_preflight_in_the_report(tmp_path) -> None:
+    report = tmp_path / "report.json"
+    code = ("import torch\n"
+            "a = torch.empty(2**30, dtype=torch.uint8, device='cuda')\n"
+            "b = torch.empty(3 * 2**20, dtype=torch.uint8, device='cuda')\n")
+    r = run_python(["-c", code], {"CUDASHIM_PROFILE": "rtx4090", "CUDASHIM_REPORT": str(report)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    mem = json.loads(report.read_text())["memory"]
+    assert (mem["profile"], mem["name"], mem["total_memory"]) == ("rtx4090", "NVIDIA GeForce RTX 4090", 25382879232)
+    dev = mem["devices"]["cuda:0"]
+    # 1 GiB in a segment of its own; 3 MiB split from a 20 MiB segment: reserved 1 GiB + 20 MiB
+    assert dev["peak_allocated"] == {"bytes": 2**30 + 3 * 2**20, "site": "<string>:3 (<module>)"}
+    assert dev["peak_reserved"] == {"bytes": 2**30 + 20 * 2**20, "site": "<string>:3 (<module>)"}
+    assert dev["largest_allocation"] == {"bytes": 2**30, "site": "<string>:2 (<module>)"}
+    assert dev["fits"] is True and "first_not_fitting" not in dev
