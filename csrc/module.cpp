@@ -31,7 +31,100 @@ py::dict stats(c10::DeviceIndex index) {
   d["released_total"] = s.released_total;
   d["num_segment_alloc"] = s.num_segment_alloc;
   d["num_segment_free"] = s.num_segment_free;
+  d["num_ooms"] = num_ooms(index);
   return d;
+}
+
+// memory_stats() as CUDA's caching allocator reports it (the model's: cache_model.cpp)
+py::dict model_stats_dict(c10::DeviceIndex index) {
+  const ModelStats m = model_stats(check_index(index));
+  static const char* names[] = {"allocation", "segment", "active", "inactive_split", "allocated_bytes",
+                                "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes"};
+  static const char* pools[] = {"all", "small_pool", "large_pool"};
+  py::dict d;
+  for (int i = 0; i < 9; ++i) {
+    py::dict per_pool;
+    for (int p = 0; p < 3; ++p) {
+      const auto& s = m.stat[i * 3 + p];
+      py::dict stat;
+      stat["current"] = s.current;
+      stat["peak"] = s.peak;
+      stat["allocated"] = s.allocated;
+      stat["freed"] = s.freed;
+      per_pool[pools[p]] = stat;
+    }
+    d[names[i]] = per_pool;
+  }
+  d["num_alloc_retries"] = m.num_alloc_retries;
+  d["num_ooms"] = m.num_ooms;
+  d["num_device_alloc"] = m.num_device_alloc;
+  d["num_device_free"] = m.num_device_free;
+  return d;
+}
+
+// the preflight's Python observer, called with the GIL (allocations run with it released)
+py::object* g_memory_observer = nullptr;
+
+void call_memory_observer(c10::DeviceIndex device, int event, int64_t bytes) {
+  if (!Py_IsInitialized()) return;
+  py::gil_scoped_acquire gil;
+  if (g_memory_observer == nullptr) return;
+  try {
+    (*g_memory_observer)(static_cast<int>(device), event, bytes);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("cudashim memory observer");
+  }
+}
+
+void set_observer(py::object fn) {
+  set_memory_observer(nullptr);
+  // the previous object is kept alive: a thread may be calling it still
+  g_memory_observer = fn.is_none() ? nullptr : new py::object(std::move(fn));
+  if (g_memory_observer != nullptr) set_memory_observer(&call_memory_observer);
+}
+
+py::dict host_stats_dict() {
+  const PinnedStats p = pinned_stats();
+  auto stat = [](const PinnedStats::Stat& s) {
+    py::dict d;
+    d["current"] = s.current;
+    d["peak"] = s.peak;
+    d["allocated"] = s.allocated;
+    d["freed"] = s.freed;
+    return d;
+  };
+  py::dict d;
+  d["allocations"] = stat(p.allocations);
+  d["allocated_bytes"] = stat(p.allocated_bytes);
+  d["active_requests"] = stat(p.active_requests);
+  d["active_bytes"] = stat(p.active_bytes);
+  d["num_host_alloc"] = p.num_host_alloc;
+  d["num_host_free"] = p.num_host_free;
+  return d;
+}
+
+py::list model_segments_list(c10::DeviceIndex index) {
+  py::list out;
+  for (const ModelSegment& seg : model_segments(check_index(index))) {
+    py::dict d;
+    d["address"] = seg.address;
+    d["total_size"] = seg.total_size;
+    d["allocated_size"] = seg.allocated_size;
+    d["requested_size"] = seg.requested_size;
+    d["small"] = seg.small;
+    py::list blocks;
+    for (const auto& b : seg.blocks) {
+      py::dict bd;
+      bd["address"] = b.address;
+      bd["size"] = b.size;
+      bd["requested_size"] = b.requested;
+      bd["allocated"] = b.allocated;
+      blocks.append(bd);
+    }
+    d["blocks"] = blocks;
+    out.append(d);
+  }
+  return out;
 }
 
 bool ints(PyObject* o, c10::SmallVector<int64_t, 8>& out) {
@@ -105,6 +198,25 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("stats", [](py::handle i) { return stats(index_arg(i)); });
   m.def("reset_peak", [](py::handle i) { reset_peak(index_arg(i)); });
   m.def("empty_cache", &empty_cache);
+  m.def("set_memory_capacity", [](int i, int64_t bytes) { set_memory_capacity(static_cast<c10::DeviceIndex>(i), bytes); });
+  m.def("memory_capacity", [](int i) { return memory_capacity(static_cast<c10::DeviceIndex>(i)); });
+  m.def("set_memory_fraction", [](int i, double f) { set_memory_fraction(static_cast<c10::DeviceIndex>(i), f); });
+  m.def("memory_fraction", [](int i) { return memory_fraction(static_cast<c10::DeviceIndex>(i)); });
+  m.def("set_reserve_on_demand", &set_reserve_on_demand);
+  m.def("host_stats", &host_stats_dict);
+  m.def("set_memory_observer", &set_observer, "fn(device, event, bytes), or None; events: 0 allocated peak, "
+        "1 largest request, 2 out of memory, 3 reserved peak");
+  m.def("empty_host_cache", &empty_host_cache);
+  m.def("set_model_active", &set_model_active);
+  m.def("model_active", &model_active);
+  m.def("model_stats", [](int i) { return model_stats_dict(static_cast<c10::DeviceIndex>(i)); });
+  m.def("model_segments", [](int i) { return model_segments_list(static_cast<c10::DeviceIndex>(i)); });
+  m.def("model_reset_accumulated", [](int i) { model_reset_accumulated(check_index(static_cast<c10::DeviceIndex>(i))); });
+  // caching_allocator_alloc / _delete: device memory by address, counted like any block
+  m.def("raw_alloc", [](int64_t n, int i) {
+    return reinterpret_cast<intptr_t>(device_allocator(check_index(static_cast<c10::DeviceIndex>(i)))->raw_allocate(n));
+  });
+  m.def("raw_delete", [](intptr_t p) { device_allocator(-1)->raw_deallocate(reinterpret_cast<void*>(p)); });
   m.attr("empty_strided") = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr));
   m.def("pinned_bytes", &pinned_bytes);
   m.def("default_generator", [](py::handle i) { return default_generator(index_arg(i)); });

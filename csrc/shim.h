@@ -10,6 +10,9 @@
 #include <c10/core/DispatchKey.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <array>
+#include <vector>
+
 #ifndef CUDASHIM_KEY
 #define CUDASHIM_KEY CUDA
 #define CUDASHIM_KEY_IS_CUDA 1
@@ -52,6 +55,65 @@ int64_t pinned_bytes();
 // False when dp is not plain CPU-allocator memory (then the caller keeps its owner alive instead).
 bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index);
 void install_allocators();
+// Out-of-memory bounds of a device: its capacity (a profile's memory, else the host's) and the share
+// set_per_process_memory_fraction allows (1.0: all of it); a request past them raises CUDA's
+// OutOfMemoryError ("NPU out of memory" on the simulated NPU), counted in num_ooms.
+void set_memory_capacity(c10::DeviceIndex index, int64_t bytes);
+int64_t memory_capacity(c10::DeviceIndex index);
+void set_memory_fraction(c10::DeviceIndex index, double fraction);
+double memory_fraction(c10::DeviceIndex index);
+int64_t num_ooms(c10::DeviceIndex index);
+// Device blocks as address space reserved on demand (mmap MAP_NORESERVE): pages are committed
+// when touched, so a profile larger than the host can be allocated as long as it is not all touched.
+void set_reserve_on_demand(bool on);
+// The preflight (cudashim/emulated/preflight.py): while set, called after each allocation that raises
+// a device's allocated or reserved peak or its largest request, and before an out-of-memory error.
+enum MemoryEvent { kAllocatedPeak = 0, kLargest = 1, kOutOfMemory = 2, kReservedPeak = 3 };
+using MemoryObserver = void (*)(c10::DeviceIndex device, int event, int64_t bytes);
+void set_memory_observer(MemoryObserver fn);  // nullptr: none
+
+// host_memory_stats(): pinned memory as CUDA's caching host allocator counts it
+struct PinnedStats {
+  struct Stat {
+    int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  };
+  Stat allocations, allocated_bytes, active_requests, active_bytes;
+  int64_t num_host_alloc = 0, num_host_free = 0;
+};
+PinnedStats pinned_stats();
+void empty_host_cache();
+
+// cache_model.cpp: CUDA's caching allocator, modelled for the statistics while a profile is active
+struct ModelStats {
+  struct Stat {
+    int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  };
+  // allocation, segment, active, inactive_split, allocated_bytes, reserved_bytes, active_bytes,
+  // inactive_split_bytes, requested_bytes; each as (all, small_pool, large_pool)
+  std::array<Stat, 9 * 3> stat{};
+  int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
+};
+struct ModelSegment {
+  struct Block {
+    int64_t address, size, requested;
+    bool allocated;
+  };
+  int64_t address = 0, total_size = 0, allocated_size = 0, requested_size = 0;
+  bool small = false;
+  std::vector<Block> blocks;
+};
+bool model_active();
+void set_model_active(bool on);
+// a block for a request of n bytes, or nullptr when neither the cache nor min(capacity, allowed) has room
+void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t allowed);
+void model_free(c10::DeviceIndex index, void* block);
+int64_t model_size(const void* block);
+int64_t model_allocation_size(size_t n);  // the segment a request of n bytes would ask the device for
+void model_empty_cache();
+ModelStats model_stats(c10::DeviceIndex index);
+void model_reset_peak(c10::DeviceIndex index);
+void model_reset_accumulated(c10::DeviceIndex index);
+std::vector<ModelSegment> model_segments(c10::DeviceIndex index);
 
 // views.cpp: the same memory seen from the other side
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);

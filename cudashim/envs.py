@@ -195,6 +195,8 @@ _READ_ROWS: "dict[str, tuple[Callable[[str, str], object], object, str]]" = {
     "CUDASHIM_DISABLE_PATCHES": (_csv, (), "patch keys or built-in pack names to switch off"),
     "CUDASHIM_DEVICES_PER_RANK": (_int, None, "with LOCAL_RANK: give each rank N consecutive devices"),
     "CUDASHIM_CPU_DEVICES": (_cpu_devices, None, "torch.cuda.device_count() on cpu, 0..64 (default LOCAL_WORLD_SIZE or 1)"),
+    "CUDASHIM_PROFILE": (_str, None, "the GPU (or NPU) the emulated devices present: a profile name (h100-80gb) or "
+                         "the path of a profile .toml (docs/profiles-and-memory.md)"),
     "CUDASHIM_BUILD_DIR": (_str, None, "where the emulated device's native core is built and cached"),
     "CUDASHIM_NCCL_NUM_SMS": (_int, 32, "NCCL min/max CTAs in get_distributed_options()"),
     "CUDASHIM_STRICT": (_bool, False, "set by `cudashim run`: bootstrap errors stop the process (exit 2)"),

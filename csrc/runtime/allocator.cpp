@@ -17,6 +17,7 @@
 // to the host when freed.
 #include "shim.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <array>
@@ -24,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <sstream>
 #include <unordered_set>
 
 #include <c10/core/CPUAllocator.h>
@@ -81,6 +83,70 @@ void count_alloc(c10::DeviceIndex index, int64_t size) {
   raise_reserved_peaks(s);  // loads only, unless a new peak
 }
 
+// Out-of-memory bounds (shim.h): capacity 0 until install_allocators() sets the host's memory
+std::array<std::atomic<int64_t>, kMaxDevices> g_capacity{};
+std::array<std::atomic<double>, kMaxDevices> g_fraction{};
+std::array<std::atomic<int64_t>, kMaxDevices> g_ooms{};
+bool g_reserve_on_demand = false;
+
+// the bytes device `index` may hold: its capacity, or the share a memory fraction below 1 allows
+int64_t allowed_bytes(c10::DeviceIndex index) {
+  const double f = g_fraction[index].load();
+  const int64_t cap = g_capacity[index].load();
+  return f < 1.0 ? static_cast<int64_t>(f * static_cast<double>(cap)) : cap;
+}
+
+// The preflight's observer (shim.h): told of each new peak and each new largest request per device
+std::atomic<MemoryObserver> g_observer{nullptr};
+std::array<std::atomic<int64_t>, kMaxDevices> g_seen_allocated{}, g_seen_reserved{}, g_seen_largest{};
+
+void observe(c10::DeviceIndex index, int64_t n) {
+  const MemoryObserver fn = g_observer.load(std::memory_order_relaxed);
+  if (fn == nullptr) return;
+  if (n > g_seen_largest[index].load()) {
+    g_seen_largest[index] = n;
+    fn(index, kLargest, n);
+  }
+  const DeviceStats d = device_stats(index);
+  if (d.allocated > g_seen_allocated[index].load()) {
+    g_seen_allocated[index] = d.allocated;
+    fn(index, kAllocatedPeak, d.allocated);
+  }
+  if (d.reserved > g_seen_reserved[index].load()) {
+    g_seen_reserved[index] = d.reserved;
+    fn(index, kReservedPeak, d.reserved);
+  }
+}
+
+// CUDA's (or torch_npu's) out-of-memory error, worded as c10/cuda/CUDACachingAllocator.cpp words it
+[[noreturn]] void raise_oom(c10::DeviceIndex index, int64_t alloc_size, int64_t allocated, int64_t reserved) {
+  using c10::CachingAllocator::format_size;
+  if (const MemoryObserver fn = g_observer.load()) fn(index, kOutOfMemory, alloc_size);
+  const int64_t cap = g_capacity[index].load();
+  const auto free = static_cast<uint64_t>(std::max<int64_t>(0, cap - reserved));
+  const double f = g_fraction[index].load();
+  const std::string allowed = f < 1.0 ? format_size(static_cast<uint64_t>(allowed_bytes(index))) + " allowed; " : "";
+  std::ostringstream msg;
+  if (kType == c10::DeviceType::CUDA) {
+    msg << "CUDA out of memory. Tried to allocate " << format_size(alloc_size) << ". GPU " << static_cast<int>(index)
+        << " has a total capacity of " << format_size(cap) << " of which " << format_size(free) << " is free. "
+        << "Including non-PyTorch memory, this process has " << format_size(reserved) << " memory in use. " << allowed
+        << "Of the allocated memory " << format_size(allocated) << " is allocated by PyTorch, and "
+        << format_size(reserved - allocated) << " is reserved by PyTorch but unallocated."
+        << " If reserved but unallocated memory is large try setting"
+        << " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+           "Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-"
+           "cuda-alloc-conf)";
+  } else {  // torch_npu's NPUCachingAllocator.cpp
+    msg << "NPU out of memory. Tried to allocate " << format_size(alloc_size) << " (NPU " << static_cast<int>(index)
+        << "; " << format_size(cap) << " total capacity; " << format_size(allocated) << " already allocated; "
+        << format_size(allocated) << " current active; " << format_size(free) << " free; " << allowed
+        << format_size(reserved) << " reserved in total by PyTorch)."
+        << "If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.";
+  }
+  TORCH_CHECK_WITH(OutOfMemoryError, false, msg.str());
+}
+
 void count_free(c10::DeviceIndex index, int64_t size) {
   auto& s = g_stats[index];
   s.freed_total.fetch_add(size);
@@ -96,7 +162,10 @@ struct Header {
   int64_t counted;   // the bytes it counts in memory_allocated()
   uint64_t magic;    // kMagic while the block is live
   Header* next;      // the next cached block of its class
+  void* model;       // its block in the caching-allocator model (cache_model.cpp), while live
+  int64_t mapped;    // 1: an mmap of its own (reserve on demand), unmapped when released
 };
+static_assert(sizeof(Header) <= kHeader, "the header must fit below the data");
 constexpr uint64_t kMagic = 0x63756461736869ULL;  // "cudashi"
 constexpr uint64_t kCached = 0x6361636865640aULL;
 
@@ -135,7 +204,11 @@ void release_block(Header* h) {
   s.held_released.fetch_add(h->capacity);
   s.held_num_free.fetch_add(1);
   h->magic = 0;
-  c10::free_cpu(h);
+  if (h->mapped != 0) {
+    munmap(h, static_cast<size_t>(h->capacity) + kHeader);
+  } else {
+    c10::free_cpu(h);
+  }
 }
 
 // Blocks of at most 128 KiB are not cached: the host's malloc keeps freed chunks of that size in its
@@ -145,6 +218,24 @@ void release_block(Header* h) {
 // unmap each time (glibc maps from 128 KiB up), each a page fault per page.
 constexpr int64_t kSmall = int64_t{128} << 10;
 bool cached_size(int64_t size) { return g_caching && size > kSmall; }
+
+// capacity bytes and a header from the host, or nullptr when it refuses
+Header* host_block(int64_t capacity) {
+  const size_t n = static_cast<size_t>(capacity) + kHeader;
+  if (g_reserve_on_demand && capacity > kSmall) {
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    static_cast<Header*>(p)->mapped = 1;
+    return static_cast<Header*>(p);
+  }
+  try {
+    auto* h = static_cast<Header*>(c10::alloc_cpu(n));
+    h->mapped = 0;
+    return h;
+  } catch (const c10::Error&) {
+    return nullptr;
+  }
+}
 
 Header* take(c10::DeviceIndex pool, int64_t size) {
   int64_t capacity = size;  // not cached: the size asked for
@@ -159,12 +250,24 @@ Header* take(c10::DeviceIndex pool, int64_t size) {
       return h;
     }
   }
-  Header* h = nullptr;
-  try {
-    h = static_cast<Header*>(c10::alloc_cpu(static_cast<size_t>(capacity) + kHeader));
-  } catch (const c10::Error&) {  // as CUDA's allocator does: give the cache back, then try once more
+  auto& st = g_stats[pool];
+  // the model (when active) has decided whether the request fits the device; else the bound is checked
+  // here against what the device holds, after giving the cache back once, as CUDA's allocator does
+  if (!model_active() && st.reserved() + capacity > allowed_bytes(pool)) {
     empty_cache();
-    h = static_cast<Header*>(c10::alloc_cpu(static_cast<size_t>(capacity) + kHeader));
+    if (st.reserved() + capacity > allowed_bytes(pool)) {
+      g_ooms[pool].fetch_add(1);
+      raise_oom(pool, model_allocation_size(size), st.allocated(), st.reserved());  // the size CUDA would ask for
+    }
+  }
+  Header* h = host_block(capacity);
+  if (h == nullptr) {  // the host refused: give the cache back, then try once more
+    empty_cache();
+    h = host_block(capacity);
+  }
+  if (h == nullptr) {
+    g_ooms[pool].fetch_add(1);
+    raise_oom(pool, model_allocation_size(size), st.allocated(), st.reserved());
   }
   h->capacity = capacity;
   h->pool = pool;
@@ -177,13 +280,30 @@ Header* take(c10::DeviceIndex pool, int64_t size) {
 // A block of `n` bytes from `pool`'s cache, counted in its memory_allocated().
 void* allocate_block(c10::DeviceIndex pool, size_t n) {
   const int64_t size = round_up(n);
-  Header* h = take(pool, size);
+  void* model = nullptr;
+  if (model_active()) {
+    model = model_malloc(pool, n, g_capacity[pool].load(), allowed_bytes(pool));
+    if (model == nullptr) {
+      const ModelStats m = model_stats(pool);
+      g_ooms[pool].fetch_add(1);
+      raise_oom(pool, model_allocation_size(n), m.stat[4 * 3].current, m.stat[5 * 3].current);
+    }
+  }
+  Header* h = nullptr;
+  try {
+    h = take(pool, size);
+  } catch (...) {
+    if (model != nullptr) model_free(pool, model);
+    throw;
+  }
   h->magic = kMagic;
   h->counted = size;
+  h->model = model;
   auto& s = g_stats[pool];
   s.own_total.fetch_add(size);
   s.own_num_alloc.fetch_add(1);
   count_alloc(pool, size);
+  observe(pool, static_cast<int64_t>(n));
   return data_of(h);
 }
 
@@ -194,6 +314,10 @@ void give_back(Header* h) {
   s.own_num_free.fetch_add(1);
   count_free(static_cast<c10::DeviceIndex>(h->pool), h->counted);
   h->magic = kCached;
+  if (h->model != nullptr) {
+    model_free(static_cast<c10::DeviceIndex>(h->pool), h->model);
+    h->model = nullptr;
+  }
   if (cached_size(h->capacity)) {
     Pool& p = g_pools[h->pool];
     int64_t capacity = 0;
@@ -244,8 +368,53 @@ struct PinnedBlock {
   int64_t size;
 };
 
+// host_memory_stats() as CUDA's caching host allocator reports them: sizes rounded up to a power of
+// two; a freed block stays cached (counted in allocations and allocated_bytes) until a request of
+// its size takes it back or empty_host_cache() returns it. The memory itself is not cached.
+struct HostStats {
+  std::mutex mutex;
+  std::array<int64_t, 64> cached{};  // cached blocks per power of two
+  PinnedStats s;
+} g_host;
+
+int log2_ceil(int64_t n) { return n <= 1 ? 0 : 64 - __builtin_clzll(static_cast<uint64_t>(n - 1)); }
+
+void host_stat(PinnedStats::Stat& st, int64_t amount) {
+  st.current += amount;
+  if (amount >= 0) {
+    st.allocated += amount;
+    st.peak = std::max(st.peak, st.current);
+  } else {
+    st.freed -= amount;
+  }
+}
+
+void host_taken(int64_t n) {
+  const int c = log2_ceil(n);
+  const int64_t size = int64_t{1} << c;
+  std::lock_guard<std::mutex> lock(g_host.mutex);
+  if (g_host.cached[c] > 0) {
+    g_host.cached[c] -= 1;
+  } else {
+    host_stat(g_host.s.allocations, 1);
+    host_stat(g_host.s.allocated_bytes, size);
+    g_host.s.num_host_alloc += 1;
+  }
+  host_stat(g_host.s.active_requests, 1);
+  host_stat(g_host.s.active_bytes, size);
+}
+
+void host_given_back(int64_t n) {
+  const int c = log2_ceil(n);
+  std::lock_guard<std::mutex> lock(g_host.mutex);
+  g_host.cached[c] += 1;
+  host_stat(g_host.s.active_requests, -1);
+  host_stat(g_host.s.active_bytes, -(int64_t{1} << c));
+}
+
 void release_pinned(void* ctx) {
   auto* b = static_cast<PinnedBlock*>(ctx);
+  host_given_back(b->size);
   {
     std::lock_guard<std::mutex> lock(g_pinned_mutex);
     g_pinned.erase(b->ptr);
@@ -264,6 +433,7 @@ struct PinnedAllocator final : c10::Allocator {
       g_pinned.insert(p);
     }
     g_pinned_bytes.fetch_add(static_cast<int64_t>(n));
+    host_taken(static_cast<int64_t>(n));
     return c10::DataPtr(p, new PinnedBlock{p, static_cast<int64_t>(n)}, &release_pinned, c10::Device(c10::kCPU));
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
@@ -279,10 +449,12 @@ struct Adopted {
   void* ptr;
   int64_t size;
   c10::DeviceIndex device;
+  void* model;  // its block in the caching-allocator model, when active
 };
 
 void release_adopted(void* ctx) {
   auto* a = static_cast<Adopted*>(ctx);
+  if (a->model != nullptr) model_free(a->device, a->model);
   count_free(a->device, a->size);
   g_cpu_deleter(a->ptr);
   delete a;
@@ -303,8 +475,30 @@ bool is_pinned_ptr(const void* ptr) {
 }
 
 DeviceStats device_stats(c10::DeviceIndex index) {
-  const auto& s = g_stats[check_index(index)];
+  index = check_index(index);
+  const auto& s = g_stats[index];
   DeviceStats d;
+  if (model_active()) {  // what CUDA's caching allocator would report (aggregate pool)
+    const ModelStats m = model_stats(index);
+    const auto& alloc = m.stat[0], &seg = m.stat[3], &bytes = m.stat[4 * 3], &res = m.stat[5 * 3];
+    d.allocated = bytes.current;
+    d.allocated_peak = bytes.peak;
+    d.allocations = alloc.current;
+    d.allocations_peak = alloc.peak;
+    d.allocated_total = bytes.allocated;
+    d.freed_total = bytes.freed;
+    d.num_alloc = alloc.allocated;
+    d.num_free = alloc.freed;
+    d.reserved = res.current;
+    d.reserved_peak = res.peak;
+    d.segments = seg.current;
+    d.segments_peak = seg.peak;
+    d.reserved_total = res.allocated;
+    d.released_total = res.freed;
+    d.num_segment_alloc = seg.allocated;
+    d.num_segment_free = seg.freed;
+    return d;
+  }
   d.allocated = s.allocated();
   d.allocated_peak = s.allocated_peak;
   d.allocations = s.allocations();
@@ -325,7 +519,9 @@ DeviceStats device_stats(c10::DeviceIndex index) {
 }
 
 void reset_peak(c10::DeviceIndex index) {
-  auto& s = g_stats[check_index(index)];
+  index = check_index(index);
+  auto& s = g_stats[index];
+  model_reset_peak(index);
   s.allocated_peak = s.allocated();
   s.allocations_peak = s.allocations();
   s.reserved_peak = s.reserved();
@@ -333,6 +529,7 @@ void reset_peak(c10::DeviceIndex index) {
 }
 
 void empty_cache() {
+  if (model_active()) model_empty_cache();
   for (auto& p : g_pools) {
     std::array<Header*, kClasses> lists{};
     {
@@ -359,9 +556,19 @@ bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index) {
     return false;  // not plain CPU-allocator memory: the caller keeps it alive instead
   }
   const int64_t size = round_up(nbytes);
+  void* model = nullptr;
+  if (model_active()) {  // a GPU kernel would have allocated its output from the caching allocator
+    model = model_malloc(index, nbytes, g_capacity[index].load(), allowed_bytes(index));
+    if (model == nullptr) {
+      const ModelStats m = model_stats(index);
+      g_ooms[index].fetch_add(1);
+      raise_oom(index, model_allocation_size(nbytes), m.stat[4 * 3].current, m.stat[5 * 3].current);
+    }
+  }
   count_alloc(index, size);  // reserved too while it lives (Counters), not cached when freed
   void* p = dp.release_context();
-  dp = c10::DataPtr(p, new Adopted{p, size, index}, &release_adopted, c10::Device(kType, index));
+  dp = c10::DataPtr(p, new Adopted{p, size, index, model}, &release_adopted, c10::Device(kType, index));
+  observe(index, static_cast<int64_t>(nbytes));
   return true;
 }
 
@@ -370,8 +577,60 @@ void install_allocators() {
   g_cpu_deleter = c10::GetCPUAllocator()->raw_deleter();
   const char* off = std::getenv(kType == c10::DeviceType::CUDA ? "PYTORCH_NO_CUDA_MEMORY_CACHING" : "PYTORCH_NO_NPU_MEMORY_CACHING");
   g_caching = off == nullptr || std::strcmp(off, "1") != 0;
-  g_cache_limit = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE)) / 8;
+  const int64_t host = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+  g_cache_limit = host / 8;
+  for (int i = 0; i < kMaxDevices; ++i) {
+    g_capacity[i] = host;  // the device's memory is the host's until a profile (or Python) says otherwise
+    g_fraction[i] = 1.0;
+  }
   c10::SetAllocator(kType, device_allocator(-1), /*priority=*/1);
+}
+
+}  // namespace cudashim
+
+namespace cudashim {
+
+void set_memory_capacity(c10::DeviceIndex index, int64_t bytes) {
+  TORCH_CHECK(bytes > 0, "cudashim: a device's memory capacity must be positive, got ", bytes);
+  g_capacity[check_index(index)] = bytes;
+}
+int64_t memory_capacity(c10::DeviceIndex index) { return g_capacity[check_index(index)].load(); }
+
+void set_memory_fraction(c10::DeviceIndex index, double fraction) {
+  TORCH_CHECK(fraction >= 0 && fraction <= 1, "invalid fraction:", fraction, ". Please set within [0, 1].");
+  g_fraction[check_index(index)] = fraction;
+}
+double memory_fraction(c10::DeviceIndex index) {
+  const auto i = check_index(index);
+  const double f = g_fraction[i].load();
+  return f < 1.0 ? static_cast<double>(allowed_bytes(i)) / static_cast<double>(g_capacity[i].load()) : 1.0;
+}
+int64_t num_ooms(c10::DeviceIndex index) { return g_ooms[check_index(index)].load(); }
+void set_reserve_on_demand(bool on) { g_reserve_on_demand = on; }
+void set_memory_observer(MemoryObserver fn) {
+  for (int i = 0; i < kMaxDevices; ++i) g_seen_allocated[i] = g_seen_reserved[i] = g_seen_largest[i] = 0;
+  g_observer = fn;
+}
+
+}  // namespace cudashim
+
+namespace cudashim {
+
+PinnedStats pinned_stats() {
+  std::lock_guard<std::mutex> lock(g_host.mutex);
+  return g_host.s;
+}
+
+void empty_host_cache() {
+  std::lock_guard<std::mutex> lock(g_host.mutex);
+  for (int c = 0; c < 64; ++c) {
+    const int64_t k = g_host.cached[c];
+    if (k == 0) continue;
+    host_stat(g_host.s.allocations, -k);
+    host_stat(g_host.s.allocated_bytes, -(k << c));
+    g_host.s.num_host_free += k;
+    g_host.cached[c] = 0;
+  }
 }
 
 }  // namespace cudashim

@@ -1,4 +1,4 @@
-"""`cudashim run [--platform P] [--simulate] [--config FILE] [--report FILE] (script.py | - | -m module | -c code | EXECUTABLE) args...`
+"""`cudashim run [--platform P] [--simulate] [--config FILE] [--report FILE] [--profile NAME] (script.py | - | -m module | -c code | EXECUTABLE) args...`
 
 The launcher changes nothing in the program: it puts the bootstrap folder first on PYTHONPATH, sets
 CUDASHIM_STRICT=1 (and the variables its options stand for) and replaces itself with the program
@@ -15,6 +15,9 @@ so each interpreter runs it once.
 `--simulate` (with --platform ascend, implied when no platform is given) sets CUDASHIM_SIMULATE=1: the
 program runs on the simulated Ascend NPU on the CPU (cudashim/emulated/npu, README "Testing an Ascend
 port without an NPU").
+
+`--profile NAME` sets CUDASHIM_PROFILE: the emulated (or simulated) device presents that GPU or NPU,
+its memory included (cudashim/emulated/profiles, docs/profiles-and-memory.md); an unknown name stops here.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = ["BOOTSTRAP_DIR", "USAGE", "main", "python_path", "build_command"]
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_bootstrap")
 USAGE = (
     "usage: python -m cudashim run [--platform ascend|nvidia|cpu] [--simulate] [--config FILE] [--report FILE]\n"
+    "                              [--profile NAME]\n"
     "                              (script.py | - | -m module | -c code | EXECUTABLE) [args...]"
 )
 
@@ -82,7 +86,7 @@ def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
             i += 1
             continue
         name, eq, value = arg.partition("=")
-        if name in ("--platform", "--config", "--report"):
+        if name in ("--platform", "--config", "--report", "--profile"):
             if not eq:
                 if i + 1 >= len(argv):
                     raise _UsageError(f"{name} needs a value")
@@ -176,6 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         config = opts.get("config")
         if config is not None and not os.path.isfile(config):
             raise _UsageError(f"--config {config!r}: no such file; give the path of a cudashim.toml or pyproject.toml")
+        profile = opts.get("profile")
+        if profile is not None:
+            from ..emulated import profiles
+
+            try:
+                profiles.load(profile)
+            except profiles.ProfileError as e:
+                raise _UsageError(f"--profile: {e}") from None
         file, child_argv, script_dir = build_command(rest)
     except _UsageError as e:
         if str(e):
@@ -199,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         env["CUDASHIM_SIMULATE"] = "1"
     if config is not None:
         env["CUDASHIM_CONFIG"] = os.path.abspath(config)
+    if profile is not None:
+        env["CUDASHIM_PROFILE"] = profile
     if opts.get("report") is not None:
         env["CUDASHIM_REPORT"] = os.path.abspath(opts["report"])
     sys.stdout.flush()

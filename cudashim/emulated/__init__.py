@@ -42,16 +42,23 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
 
     from .. import visibility
     from ..platform import cpu_views
-    from . import accelerator, compile, cpu_build, distributed, graphs, ipc, nccl, streams
+    from . import accelerator, compile, cpu_build, distributed, graphs, ipc, nccl, profiles, streams
     from .cuda import DeviceModule, nvtx_table
-    from .properties import host_properties, mem_get_info
-    from .memory import bind_storage_resize
+    from .memory import bind_allocator_apis, bind_storage_resize, configure
+    from .properties import host_properties, mem_get_info, profile_properties
 
+    profile = profiles.active("cuda")  # CUDASHIM_PROFILE: the GPU the devices present (ProfileError names a bad one)
     mod = load("CUDA")
     # CUDASHIM_CPU_DEVICES, else LOCAL_WORLD_SIZE (a launcher's ranks each set_device(local_rank)), else 1;
     # CUDA_VISIBLE_DEVICES narrows it as on a GPU host
     mod.set_device_count(visibility.cpu_device_count())
-    dm = DeviceModule(torch, mod, host_properties, mem_get_info)
+    configure(mod, profile, mem_get_info()[1])
+    if profile is not None:
+        from . import preflight
+
+        preflight.start(mod, profile)  # peaks, largest request, first misfit: at exit and in the report
+    properties = host_properties if profile is None else (lambda: profile_properties(profile))
+    dm = DeviceModule(torch, mod, properties, mem_get_info)
     _state["core"] = mod
     _state["dm"] = dm
     cuda = torch.cuda
@@ -84,6 +91,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     distributed.bind(bindings, torch, mod)
     nccl.bind(bindings, torch)  # NCCL groups are Gloo groups that answer as NCCL's
     bind_storage_resize(bindings, torch, mod)  # FSDP2 frees and re-allocates parameters this way
+    bind_allocator_apis(bindings, torch, mod, dm.memory)  # caching_allocator_alloc, _snapshot, host_memory_stats
     graphs.bind(bindings, torch, mod)  # CUDA graphs: capture records, replay re-runs (csrc/graphs/graph.cpp)
     ipc.bind(bindings, torch, mod)  # device tensors across processes: CUDA IPC over shared host memory
     # replacement kernels written with torch operators read cuda tensors over their host memory

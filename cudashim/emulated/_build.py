@@ -34,7 +34,7 @@ __all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES"]
 _CSRC = Path(__file__).resolve().parents[2] / "csrc"
 # grouped as PyTorch's reference backend groups its own: the device runtime (memory, devices, streams,
 # generators, the hooks torch asks), the operators, distributed, graphs; module.cpp binds them for Python
-SOURCES = ("runtime/devices.cpp", "runtime/allocator.cpp", "runtime/generator.cpp", "runtime/guard.cpp",
+SOURCES = ("runtime/devices.cpp", "runtime/allocator.cpp", "runtime/cache_model.cpp", "runtime/generator.cpp", "runtime/guard.cpp",
            "runtime/hooks.cpp", "runtime/exit.cpp",
            "ops/views.cpp", "ops/kernels.cpp", "ops/fallback.cpp", "ops/direct.cpp", "ops/amp.cpp", "ops/sdpa.cpp",
            "ops/rnn.cpp", "ops/linalg.cpp",

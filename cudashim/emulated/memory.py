@@ -5,13 +5,19 @@ by exactly what the program allocates; like CUDA's, it keeps freed blocks over 1
 allocation of about their size: they stay "reserved" until empty_cache() gives them back (or never,
 with PYTORCH_NO_CUDA_MEMORY_CACHING=1); smaller blocks go back to the host's malloc. Blocks are not split, so one pool ("large_pool") holds them all.
 mem_get_info() is the host's (free, total): the device's memory is the host's memory.
+
+With a device profile the statistics are those of the core's model of CUDA's caching allocator
+(csrc/runtime/cache_model.cpp: both pools, splitting, segments in memory_snapshot()), and mem_get_info() is
+the profile's memory less what the device reserves. Either way a request past the device's memory
+(or the share set_per_process_memory_fraction allows) raises torch.OutOfMemoryError with CUDA's
+message, counted in num_ooms.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["MemoryTable", "bind_storage_resize"]
+__all__ = ["MemoryTable", "bind_storage_resize", "bind_allocator_apis", "configure"]
 
 _POOLS = ("all", "large_pool", "small_pool")
 
@@ -28,6 +34,12 @@ class MemoryTable:
         self._index = index
 
     def nested(self, device: Any = None) -> dict[str, Any]:
+        if self._core.model_active():
+            out = dict(self._core.model_stats(self._index(device)))
+            zero = _stat(0, 0, 0, 0)
+            out.update(num_sync_all_streams=0, max_split_size=-1, oversize_allocations=dict(zero),
+                       oversize_segments=dict(zero))
+            return out
         s = self._core.stats(self._index(device))
         nbytes = _stat(s["allocated"], s["allocated_peak"], s["allocated_total"], s["freed_total"])
         count = _stat(s["allocations"], s["allocations_peak"], s["num_alloc"], s["num_free"])
@@ -40,7 +52,7 @@ class MemoryTable:
                             ("active", count), ("inactive_split", zero), ("inactive_split_bytes", zero)):
             # one pool (blocks are never split): everything in "large_pool"
             out[name] = {"all": dict(value), "large_pool": dict(value), "small_pool": dict(zero)}
-        out.update(num_alloc_retries=0, num_ooms=0, num_sync_all_streams=0,
+        out.update(num_alloc_retries=0, num_ooms=s["num_ooms"], num_sync_all_streams=0,
                    num_device_alloc=s["num_segment_alloc"], num_device_free=s["num_segment_free"], max_split_size=-1,
                    oversize_allocations=dict(zero), oversize_segments=dict(zero))
         return out
@@ -74,27 +86,73 @@ class MemoryTable:
         self._core.reset_peak(self._index(device))
 
     def reset_accumulated_memory_stats(self, device: Any = None) -> None:
-        return None  # the cumulative counters only grow, as CUDA's do until this call; kept as is
+        if self._core.model_active():
+            self._core.model_reset_accumulated(self._index(device))
+        # without a profile the cumulative counters only grow, as CUDA's do until this call; kept as is
 
     def empty_cache(self) -> None:
         self._core.empty_cache()  # the cached blocks of every device go back to the host
 
+    def segments(self) -> list[dict[str, Any]]:
+        """memory_snapshot()'s segments, as CUDA lists them: the model's, with a profile; none without
+        (the totals are in memory_stats())."""
+        if not self._core.model_active():
+            return []
+        out = []
+        for dev in range(self._core.device_count()):
+            for seg in self._core.model_segments(dev):
+                blocks = [{"address": b["address"], "size": b["size"], "requested_size": b["requested_size"],
+                           "state": "active_allocated" if b["allocated"] else "inactive", "frames": []}
+                          for b in seg["blocks"]]
+                out.append({"device": dev, "address": seg["address"], "total_size": seg["total_size"],
+                            "allocated_size": seg["allocated_size"], "active_size": seg["allocated_size"],
+                            "requested_size": seg["requested_size"], "stream": 0,
+                            "segment_type": "small" if seg["small"] else "large", "segment_pool_id": (0, 0),
+                            "is_expandable": False, "frames": [], "blocks": blocks})
+        return out
+
     def memory_snapshot(self, mempool_id: Any = None, include_traces: bool = True) -> list[Any]:
-        return []  # segments are not listed (their totals are in memory_stats())
+        return self.segments()
 
     def set_per_process_memory_fraction(self, fraction: float, device: Any = None) -> None:
-        if not 0 <= float(fraction) <= 1:
+        if not isinstance(fraction, float):
+            raise TypeError("Invalid type for fraction argument, must be `float`")
+        if not 0 <= fraction <= 1:
             raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+        self._core.set_memory_fraction(self._index(device), fraction)
+
+    def get_per_process_memory_fraction(self, device: Any = None) -> float:
+        return float(self._core.memory_fraction(self._index(device)))
+
+    def capacity_mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        """(free, total) of a profiled device: its memory less what it reserves, as cudaMemGetInfo."""
+        i = self._index(device)
+        total = int(self._core.memory_capacity(i))
+        return max(0, total - int(self._core.stats(i)["reserved"])), total
 
     def table(self, mem_get_info: Callable[..., tuple[int, int]]) -> dict[str, Any]:
         names = ("memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
                  "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
                  "reset_accumulated_memory_stats", "empty_cache", "memory_snapshot",
-                 "set_per_process_memory_fraction")
+                 "set_per_process_memory_fraction", "get_per_process_memory_fraction")
         out = {n: getattr(self, n if n != "reset_max_memory_allocated" else "reset_peak_memory_stats") for n in names}
         out["memory_stats_as_nested_dict"] = self.nested
-        out["mem_get_info"] = mem_get_info
+        # a profiled device (the model is on exactly then, configure()) answers from its own memory
+        out["mem_get_info"] = self.capacity_mem_get_info if self._core.model_active() else mem_get_info
         return out
+
+
+def configure(core: Any, profile: Any, host_total: int) -> None:
+    """Each device's memory: a profile's (address space reserved on demand, statistics from the
+    model of CUDA's caching allocator) or, without one, the host's (host_total; 0: the core's own
+    reading of the host). Before the first device allocation."""
+    total = profile.total_memory if profile is not None else host_total
+    if total > 0:
+        for i in range(core.device_count()):
+            core.set_memory_capacity(i, total)
+    if profile is not None:
+        core.set_reserve_on_demand(True)
+        core.set_model_active(True)
 
 
 def bind_storage_resize(bindings: Any, torch: Any, core: Any) -> None:
@@ -112,3 +170,50 @@ def bind_storage_resize(bindings: Any, torch: Any, core: Any) -> None:
         return self
 
     bindings.bind(storage_cls, "resize_", resize_, "torch.UntypedStorage.resize_", "emulated")
+
+
+def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable, device_type: str = "cuda") -> None:
+    """The torch._C functions behind torch.cuda's allocator APIs, which a CPU build lacks; torch.cuda's
+    own Python (caching_allocator_alloc's argument checks, _snapshot, host_memory_stats' flattening)
+    then runs over them. Memory history is not recorded: asking for it raises CapabilityError."""
+    from ..errors import CapabilityError
+
+    def raw_alloc(size: int, stream: int) -> int:
+        return int(core.raw_alloc(int(size), core.current_device()))
+
+    def raw_delete(ptr: int) -> None:
+        core.raw_delete(int(ptr))
+
+    def memory_snapshot(arg: Any = None) -> dict[str, Any]:
+        return {"segments": table.segments(), "device_traces": [[] for _ in range(core.device_count())],
+                "external_annotations": [], "allocator_settings": {}}
+
+    def record_memory_history(enabled: Any = "all", *args: Any, **kwargs: Any) -> None:
+        if enabled is None:
+            return None  # switching history off: there is none
+        raise CapabilityError(
+            f"torch.{device_type}.memory._record_memory_history: allocation history (stack traces per block) is "
+            f"not recorded on the emulated {device_type} device; read torch.{device_type}.memory_snapshot() for the "
+            "segments and blocks (with a device profile), memory_stats() for the totals, or run the program on a GPU")
+
+    class MemPool:  # noqa: D401 - torch.cuda.MemPool
+        """Private memory pools are not kept by the emulated device."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise CapabilityError(
+                f"torch.{device_type}.MemPool: private memory pools are not available on the emulated {device_type} "
+                "device; allocate without a pool (drop the MemPool / use_mem_pool block), or run on a GPU")
+
+    module = getattr(torch, device_type, None)
+    if device_type == "cuda":
+        for owner in (module, getattr(module, "memory", None)):
+            if owner is not None and hasattr(owner, "MemPool"):
+                bindings.bind(owner, "MemPool", MemPool, f"torch.{device_type}.MemPool", "emulated")
+    for name, fn in (("_cuda_cudaCachingAllocator_raw_alloc", raw_alloc),
+                     ("_cuda_cudaCachingAllocator_raw_delete", raw_delete),
+                     ("_cuda_memorySnapshot", memory_snapshot),
+                     ("_cuda_record_memory_history", record_memory_history),
+                     ("_cuda_hostMemoryStats", core.host_stats),
+                     ("_host_emptyCache", core.empty_host_cache)):
+        if not hasattr(torch._C, name):  # a CUDA build has them; never shadow the real ones
+            bindings.bind(torch._C, name, fn, f"torch._C.{name}", "emulated")

@@ -10,6 +10,9 @@ when a container sets a lower one. Properties, the documented CPU answer:
   multi_processor_count   os.cpu_count()
   warp_size               32, so code that divides work by warps keeps its arithmetic
 Every read goes through one seam rooted at CUDASHIM_SYSROOT (tests point it at a fake tree).
+
+With a device profile (CUDASHIM_PROFILE, emulated/profiles/) every property is the profiled GPU's
+instead, and its memory is the profile's (profile_properties()).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CpuDeviceProperties", "host_properties", "mem_get_info"]
+__all__ = ["CpuDeviceProperties", "host_properties", "mem_get_info", "profile_properties"]
 
 
 def _read(path: str) -> str | None:
@@ -88,15 +91,32 @@ class CpuDeviceProperties:
     pci_bus_id: int = 0
     pci_device_id: int = 0
     pci_domain_id: int = 0
+    regs_per_multiprocessor: int = 65536
+    shared_memory_per_block: int = 49152
+    shared_memory_per_block_optin: int = 49152
+    shared_memory_per_multiprocessor: int = 49152
+    max_threads_per_block: int = 1024
+    clock_rate: int = 0
+    memory_clock_rate: int = 0
+    memory_bus_width: int = 0
     _extra: dict = field(default_factory=dict, repr=False, compare=False)
+    _source: str = field(default="cpu", repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
                 f"total_memory={self.total_memory // 2**20}MB, multi_processor_count={self.multi_processor_count}, "
-                f"cudashim='cpu')")
+                f"cudashim='{self._source}')")
 
 
 def host_properties() -> CpuDeviceProperties:
     """The properties every emulated cuda device reports."""
     return CpuDeviceProperties(name=f"CPU ({_model_name()})", total_memory=mem_get_info()[1],
                                multi_processor_count=os.cpu_count() or 1)
+
+
+def profile_properties(profile: Any) -> CpuDeviceProperties:
+    """The properties of the GPU a device profile (emulated/profiles/) describes."""
+    fields = {k: v for k, v in profile.properties.items() if k in CpuDeviceProperties.__dataclass_fields__}
+    fields.setdefault("is_integrated", 0)
+    return CpuDeviceProperties(name=profile.name, total_memory=profile.total_memory, uuid=f"cudashim-{profile.key}",
+                               _source=f"profile {profile.key}", **fields)

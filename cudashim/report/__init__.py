@@ -229,6 +229,8 @@ def snapshot() -> dict[str, Any]:
         "bound": len(recorded),
         "apis": apis,
         "patches": _patch_status(),
+        # with a device profile: peaks, largest request and first misfit per device, with call sites
+        "memory": getattr(sys.modules.get("cudashim.emulated.preflight"), "summary", lambda: None)(),
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import CudashimError
 
-__all__ = ["start", "started", "core", "visible_count", "physical_ids", "DEVICE_TYPE"]
+__all__ = ["start", "started", "core", "profile", "visible_count", "physical_ids", "DEVICE_TYPE"]
 
 DEVICE_TYPE = "npu"
 _state: dict[str, Any] = {}
@@ -63,14 +63,33 @@ def start(torch: Any) -> Any:
 
     if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
+    from .. import profiles
+    from ..memory import configure
+
+    profile = profiles.active("npu")  # CUDASHIM_PROFILE: the Ascend part the devices present
     mod = load("PrivateUse1")
     n = visible_count()
     mod.set_device_count(n)
+    configure(mod, profile, _host_total())
+    if profile is not None:
+        from .. import preflight
+
+        preflight.start(mod, profile, DEVICE_TYPE)
+    _state["profile"] = profile
     _state["core"] = mod
     # the shim's first (and only unasked) log line: nobody may take this run for an NPU run
     sys.stderr.write(f"cudashim: platform ascend SIMULATED on the CPU (CUDASHIM_SIMULATE=1): {n} simulated "
                      "npu devices, no NPU is used\n")
     return mod
+
+
+def _host_total() -> int:
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def profile() -> Any:
+    """The device profile the simulated NPUs present (emulated/profiles/), or None."""
+    return _state.get("profile")
 
 
 def started() -> bool:

@@ -3,7 +3,8 @@
 The simulated torch_npu.npu (simsite/torch_npu/npu/__init__.py) is filled from table(): devices,
 the current device, generators and memory statistics from the PrivateUse1 core, streams and events
 as real c10 streams of device type npu (torch.Stream / torch.Event), the stream handle under
-torch_npu's name `npu_stream`. Device properties name the simulated part (Ascend910B, simulated).
+torch_npu's name `npu_stream`. Device properties name the simulated part (Ascend910B, simulated), or the part a device profile
+(CUDASHIM_PROFILE=ascend910b2, ...) names, with its memory.
 """
 
 from __future__ import annotations
@@ -40,14 +41,25 @@ def _host_memory() -> tuple[int, int]:
     return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
 
 
+def _properties(prof: Any) -> NpuDeviceProperties:
+    """The simulated part's properties: a device profile's (emulated/profiles/), else a 910B with the host's memory."""
+    if prof is None:
+        return NpuDeviceProperties(total_memory=_host_memory()[1])
+    cube = prof.get("cube_core_num", NpuDeviceProperties.cube_core_num)
+    return NpuDeviceProperties(name=prof.name, total_memory=prof.total_memory, cube_core_num=cube,
+                               vector_core_num=prof.get("vector_core_num", NpuDeviceProperties.vector_core_num),
+                               L2_cache_size=prof.get("L2_cache_size", 0), multi_processor_count=cube)
+
+
 class NpuDeviceModule(DeviceModule):
     """DeviceModule answering for `npu` devices."""
 
     device_type = "npu"
 
     def __init__(self, torch: Any, core: Any) -> None:
-        super().__init__(torch, core, lambda: NpuDeviceProperties(total_memory=_host_memory()[1]),
-                         lambda device=None: _host_memory())
+        from .device import profile
+
+        super().__init__(torch, core, lambda: _properties(profile()), lambda device=None: _host_memory())
 
     def device_of(self, obj: Any) -> Any:
         cls = self.device_ctx()

@@ -1,0 +1,292 @@
+// CUDA's caching allocator, modelled for its statistics (on while a device profile is active).
+//
+// The device's real memory keeps its own strategy (allocator.cpp); this file replays every device
+// allocation and free through the bookkeeping of PyTorch's c10/cuda/CUDACachingAllocator.cpp, so
+// memory_allocated(), memory_reserved(), memory_stats() and memory_snapshot() answer what a GPU
+// would: sizes rounded to 512 bytes; a small pool (requests up to 1 MiB, served from 2 MiB
+// segments) and a large pool (segments of 20 MiB under 10 MiB, else rounded up to 2 MiB); best fit
+// by (size, address); a block split when the rest is at least 512 bytes (small pool) or more than
+// 1 MiB (large pool); freed blocks merged with free neighbours; a request that finds no block and no
+// room first gives back every unsplit cached segment, then fails as out of memory. The segments are
+// address ranges only: nothing here holds memory.
+//
+// Not modelled: streams (one pool per stream on a GPU: here every stream shares one), CUDA graph
+// private pools, expandable segments, max_split_size_mb and roundup_power2_divisions.
+#include "shim.h"
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <set>
+#include <unordered_set>
+#include <vector>
+
+namespace cudashim {
+namespace {
+
+constexpr int64_t kMinBlockSize = 512;
+constexpr int64_t kSmallSize = 1048576;
+constexpr int64_t kSmallBuffer = 2097152;
+constexpr int64_t kMinLargeAlloc = 10485760;
+constexpr int64_t kRoundLarge = 2097152;
+constexpr int64_t kLargeBuffer = 20971520;
+constexpr int kMaxDevices = 64;
+
+int64_t round_size(int64_t size) {
+  return size < kMinBlockSize ? kMinBlockSize : kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+int64_t allocation_size(int64_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+struct Block {
+  int64_t addr, size, requested = 0;
+  bool small, allocated = false;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  bool is_split() const { return prev != nullptr || next != nullptr; }
+};
+
+struct BySizeThenAddress {
+  bool operator()(const Block* a, const Block* b) const {
+    return a->size != b->size ? a->size < b->size : a->addr < b->addr;
+  }
+};
+
+struct Device {
+  std::mutex mutex;
+  std::set<Block*, BySizeThenAddress> pools[2];  // [0] large, [1] small: the free blocks
+  std::unordered_set<Block*> active;
+  std::array<ModelStats::Stat, 9 * 3> stat{};  // ModelStats' order
+  int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
+  int64_t next_addr = int64_t{1} << 40;  // segment addresses: unique and ascending, as fresh device memory
+  int64_t total_reserved = 0;            // what the segments hold from the device
+};
+std::array<Device, kMaxDevices> g_devices;
+bool g_active = false;
+
+enum { kAllocation, kSegment, kActive, kInactiveSplit, kAllocatedBytes, kReservedBytes, kActiveBytes,
+       kInactiveSplitBytes, kRequestedBytes };
+
+void change(Device& d, int which, bool small, int64_t amount) {
+  for (int pool : {0, small ? 1 : 2}) {  // aggregate, then the block's own pool
+    auto& s = d.stat[which * 3 + pool];
+    if (amount >= 0) {
+      s.current += amount;
+      s.allocated += amount;
+      s.peak = std::max(s.peak, s.current);
+    } else {
+      s.current += amount;
+      s.freed -= amount;
+    }
+  }
+}
+
+void release_segment(Device& d, std::set<Block*, BySizeThenAddress>& pool, Block* b) {
+  d.total_reserved -= b->size;
+  change(d, kSegment, b->small, -1);
+  change(d, kReservedBytes, b->small, -b->size);
+  d.num_device_free += 1;
+  pool.erase(b);
+  delete b;
+}
+
+// every cached segment that is whole (not split) goes back to the device
+void release_cached(Device& d) {
+  for (auto& pool : d.pools) {
+    for (auto it = pool.begin(); it != pool.end();) {
+      Block* b = *it++;
+      if (!b->is_split()) release_segment(d, pool, b);
+    }
+  }
+}
+
+int64_t merge(Block* dst, Block* src, std::set<Block*, BySizeThenAddress>& pool) {
+  if (src == nullptr || src->allocated) return 0;
+  if (dst->prev == src) {
+    dst->addr = src->addr;
+    dst->prev = src->prev;
+    if (dst->prev) dst->prev->next = dst;
+  } else {
+    dst->next = src->next;
+    if (dst->next) dst->next->prev = dst;
+  }
+  const int64_t subsumed = src->size;
+  dst->size += subsumed;
+  pool.erase(src);
+  delete src;
+  return subsumed;
+}
+
+}  // namespace
+
+bool model_active() { return g_active; }
+void set_model_active(bool on) { g_active = on; }
+
+void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t allowed) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  const int64_t size = round_size(static_cast<int64_t>(n));
+  const bool small = size <= kSmallSize;
+  auto& pool = d.pools[small ? 1 : 0];
+  Block probe{0, size, 0, small};
+  Block* block = nullptr;
+  auto it = pool.lower_bound(&probe);  // the smallest block that fits, lowest address first
+  if (it != pool.end()) {
+    block = *it;
+    pool.erase(it);
+  } else {
+    const int64_t alloc_size = allocation_size(size);
+    auto fits = [&] { return d.total_reserved + alloc_size <= std::min(capacity, allowed); };
+    bool ok = fits();
+    if (!ok) {
+      release_cached(d);
+      d.num_alloc_retries += 1;
+      ok = fits();
+    }
+    if (!ok) {
+      d.num_ooms += 1;
+      return nullptr;  // the caller raises, with the statistics as they stand
+    }
+    block = new Block{d.next_addr, alloc_size, 0, small};
+    d.next_addr += alloc_size;
+    d.total_reserved += alloc_size;
+    d.num_device_alloc += 1;
+    change(d, kSegment, small, 1);
+    change(d, kReservedBytes, small, alloc_size);
+  }
+  const int64_t remaining = block->size - size;
+  const bool split = small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  const bool already_split = block->is_split();
+  if (split) {
+    Block* rest = block;
+    block = new Block{rest->addr, size, 0, small};
+    block->prev = rest->prev;
+    if (block->prev) block->prev->next = block;
+    block->next = rest;
+    rest->prev = block;
+    rest->addr += size;
+    rest->size -= size;
+    pool.insert(rest);
+    if (already_split) {
+      change(d, kInactiveSplitBytes, small, -size);  // an inactive split block shrinks by `size`
+    } else {
+      change(d, kInactiveSplitBytes, small, rest->size);
+      change(d, kInactiveSplit, small, 1);
+    }
+  } else if (already_split) {
+    change(d, kInactiveSplitBytes, small, -block->size);
+    change(d, kInactiveSplit, small, -1);
+  }
+  block->allocated = true;
+  block->requested = static_cast<int64_t>(n);
+  d.active.insert(block);
+  change(d, kAllocation, small, 1);
+  change(d, kAllocatedBytes, small, block->size);
+  change(d, kActive, small, 1);
+  change(d, kActiveBytes, small, block->size);
+  change(d, kRequestedBytes, small, block->requested);
+  return block;
+}
+
+void model_free(c10::DeviceIndex index, void* handle) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto* block = static_cast<Block*>(handle);
+  block->allocated = false;
+  const int64_t size = block->size, requested = block->requested;
+  const bool small = block->small;
+  change(d, kAllocation, small, -1);
+  change(d, kAllocatedBytes, small, -size);
+  auto& pool = d.pools[small ? 1 : 0];
+  int64_t split_blocks = 0, split_bytes = 0;
+  for (Block* candidate : {block->prev, block->next}) {
+    const int64_t subsumed = merge(block, candidate, pool);
+    if (subsumed > 0) {
+      split_blocks -= 1;
+      split_bytes -= subsumed;
+    }
+  }
+  d.active.erase(block);
+  pool.insert(block);
+  if (block->is_split()) {
+    split_blocks += 1;
+    split_bytes += block->size;
+  }
+  change(d, kInactiveSplit, small, split_blocks);
+  change(d, kInactiveSplitBytes, small, split_bytes);
+  change(d, kActive, small, -1);
+  change(d, kActiveBytes, small, -size);
+  change(d, kRequestedBytes, small, -requested);
+}
+
+int64_t model_size(const void* handle) { return static_cast<const Block*>(handle)->size; }
+int64_t model_allocation_size(size_t n) { return allocation_size(round_size(static_cast<int64_t>(n))); }
+
+void model_empty_cache() {
+  for (auto& d : g_devices) {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    release_cached(d);
+  }
+}
+
+ModelStats model_stats(c10::DeviceIndex index) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  ModelStats s;
+  s.stat = d.stat;
+  s.num_alloc_retries = d.num_alloc_retries;
+  s.num_ooms = d.num_ooms;
+  s.num_device_alloc = d.num_device_alloc;
+  s.num_device_free = d.num_device_free;
+  return s;
+}
+
+void model_reset_peak(c10::DeviceIndex index) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  for (auto& s : d.stat) s.peak = s.current;
+}
+
+void model_reset_accumulated(c10::DeviceIndex index) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  for (auto& s : d.stat) s.allocated = s.freed = 0;
+  d.num_alloc_retries = d.num_ooms = d.num_device_alloc = d.num_device_free = 0;
+}
+
+std::vector<ModelSegment> model_segments(c10::DeviceIndex index) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  std::vector<const Block*> heads;
+  for (const Block* b : d.active) {
+    if (b->prev == nullptr) heads.push_back(b);
+  }
+  for (const auto& pool : d.pools) {
+    for (const Block* b : pool) {
+      if (b->prev == nullptr) heads.push_back(b);
+    }
+  }
+  std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->addr < b->addr; });
+  std::vector<ModelSegment> out;
+  for (const Block* h : heads) {
+    ModelSegment seg;
+    seg.address = h->addr;
+    seg.small = h->small;
+    for (const Block* b = h; b != nullptr; b = b->next) {
+      seg.blocks.push_back({b->addr, b->size, b->requested, b->allocated});
+      seg.total_size += b->size;
+      if (b->allocated) {
+        seg.allocated_size += b->size;
+        seg.requested_size += b->requested;
+      }
+    }
+    out.push_back(std::move(seg));
+  }
+  return out;
+}
+
+}  // namespace cudashim

@@ -1,0 +1,229 @@
+"""CUDA's memory semantics, written as plain CUDA code: out of memory, the memory fraction, the
+allocator APIs, and the statistics of PyTorch's caching allocator (CUDACachingAllocator.cpp).
+
+Run by test_memory.py through _runner.py: on a real GPU with no shim (CUDA is the oracle), on the
+emulated device without a profile (COMMON) and under a device profile (all of them: the caching
+allocator's statistics are modelled while a profile is active). Each check starts and ends with
+nothing allocated on the device, and says so when it finds otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+CHECKS: dict[str, Callable[[], None]] = {}
+MiB = 2**20
+
+
+def check(fn: Callable[[], None]) -> Callable[[], None]:
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def fmt(n: int) -> str:
+    """c10's format_size, as CUDA's messages print sizes."""
+    if n <= 1024:
+        return f"{n} bytes"
+    if n <= 1048576:
+        return f"{n / 1024:.2f} KiB"
+    if n <= 1073741824:
+        return f"{n / 1048576:.2f} MiB"
+    return f"{n / 1073741824:.2f} GiB"
+
+
+def clean() -> None:
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_allocated() == 0, f"{torch.cuda.memory_allocated()} bytes left allocated by an earlier check"
+    assert torch.cuda.memory_reserved() == 0, f"{torch.cuda.memory_reserved()} bytes left reserved after empty_cache()"
+
+
+def u8(n: int) -> torch.Tensor:
+    return torch.empty(n, dtype=torch.uint8, device="cuda")
+
+
+def stat(name: str) -> int:
+    return int(torch.cuda.memory_stats()[name])
+
+
+# -- everywhere ---------------------------------------------------------------------------------------
+
+@check
+def oom_is_cuda_out_of_memory() -> None:
+    clean()
+    total = torch.cuda.get_device_properties(0).total_memory
+    n = (2 * total // (2 * MiB)) * (2 * MiB)  # a multiple of the 2 MiB CUDA rounds large requests to
+    before = stat("num_ooms")
+    try:
+        u8(n)
+    except torch.cuda.OutOfMemoryError as e:
+        msg = str(e)
+        assert isinstance(e, torch.OutOfMemoryError) and isinstance(e, RuntimeError)
+    else:
+        raise AssertionError(f"allocating {fmt(n)} on a device of {fmt(total)} did not raise")
+    want = f"CUDA out of memory. Tried to allocate {fmt(n)}. GPU 0 has a total capacity of {fmt(total)} of which "
+    assert msg.startswith(want), msg[:400]
+    assert "is allocated by PyTorch" in msg and "is reserved by PyTorch but unallocated" in msg, msg
+    assert stat("num_ooms") == before + 1, (before, stat("num_ooms"))
+    clean()
+
+
+@check
+def memory_fraction_is_enforced() -> None:
+    clean()
+    total = torch.cuda.get_device_properties(0).total_memory
+    assert torch.cuda.get_per_process_memory_fraction() == 1.0
+    torch.cuda.set_per_process_memory_fraction(0.5)
+    try:
+        assert abs(torch.cuda.get_per_process_memory_fraction() - 0.5) < 1e-6
+        x = u8(4 * MiB)  # below the cap: fine
+        del x
+        try:
+            u8(int(total * 0.6))
+        except torch.cuda.OutOfMemoryError as e:
+            assert f"{fmt(int(0.5 * total))} allowed; " in str(e), str(e)[:500]
+        else:
+            raise AssertionError("an allocation past the memory fraction did not raise")
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert torch.cuda.get_per_process_memory_fraction() == 1.0
+    try:
+        torch.cuda.set_per_process_memory_fraction(1.5)
+    except ValueError as e:
+        assert "Invalid fraction value" in str(e), e
+    else:
+        raise AssertionError("a fraction above 1 was accepted")
+    clean()
+
+
+@check
+def caching_allocator_alloc_counts() -> None:
+    clean()
+    ptr = torch.cuda.caching_allocator_alloc(3 * MiB)
+    try:
+        assert isinstance(ptr, int) and ptr != 0
+        assert torch.cuda.memory_allocated() == 3 * MiB, torch.cuda.memory_allocated()
+    finally:
+        torch.cuda.caching_allocator_delete(ptr)
+    assert torch.cuda.memory_allocated() == 0
+    clean()
+
+
+@check
+def host_memory_stats_count_pinned() -> None:
+    torch.cuda.init()
+    before = torch.cuda.host_memory_stats().get("active_requests.current", 0)
+    x = torch.empty(1000).pin_memory()  # 4000 bytes: a 4096-byte block of the pinned cache
+    s = torch.cuda.host_memory_stats()
+    assert s["active_requests.current"] == before + 1, s
+    assert s["allocated_bytes.current"] >= 4096 and s["active_bytes.current"] >= 4096, s
+    assert "num_host_alloc" in s and "allocations.peak" in s, sorted(s)
+    del x
+
+
+@check
+def snapshot_apis_answer() -> None:
+    clean()
+    snap = torch.cuda.memory._snapshot()
+    assert isinstance(snap["segments"], list) and isinstance(snap["device_traces"], list), sorted(snap)
+    assert isinstance(torch.cuda.memory_snapshot(), list)
+    torch.cuda.memory._record_memory_history(enabled=None)  # switching it off is always possible
+
+
+COMMON = list(CHECKS)
+
+
+# -- the caching allocator's statistics (under a profile on the emulated device) -------------------------
+
+@check
+def small_request_takes_a_2mib_segment() -> None:
+    clean()
+    x = u8(1000)
+    assert torch.cuda.memory_allocated() == 1024, torch.cuda.memory_allocated()  # rounded to 512 bytes
+    assert torch.cuda.memory_reserved() == 2 * MiB, torch.cuda.memory_reserved()
+    assert stat("segment.small_pool.current") == 1 and stat("segment.large_pool.current") == 0
+    assert stat("allocated_bytes.small_pool.current") == 1024
+    y = u8(1000)  # split from the same segment
+    assert torch.cuda.memory_reserved() == 2 * MiB and torch.cuda.memory_allocated() == 2048
+    del x, y
+    clean()
+
+
+@check
+def mid_request_takes_a_20mib_segment_and_splits() -> None:
+    clean()
+    x = u8(5 * MiB)
+    assert torch.cuda.memory_reserved() == 20 * MiB and torch.cuda.memory_allocated() == 5 * MiB
+    y = u8(5 * MiB)  # the 15 MiB left over
+    assert torch.cuda.memory_reserved() == 20 * MiB and torch.cuda.memory_allocated() == 10 * MiB
+    assert stat("inactive_split.large_pool.current") == 1 and stat("inactive_split_bytes.all.current") == 10 * MiB
+    z = u8(12 * MiB)  # 10 MiB or more: a segment of its own size, rounded to 2 MiB
+    assert torch.cuda.memory_reserved() == 32 * MiB, torch.cuda.memory_reserved()
+    assert stat("segment.all.current") == 2 and stat("num_device_alloc") >= 2
+    del x, y, z
+    clean()
+
+
+@check
+def unsplit_remainder_is_allocated() -> None:
+    clean()
+    x = u8(19 * MiB + MiB // 2)  # 0.5 MiB left in its 20 MiB segment: not worth a split
+    assert torch.cuda.memory_allocated() == 20 * MiB, torch.cuda.memory_allocated()
+    assert stat("requested_bytes.all.current") == 19 * MiB + MiB // 2
+    del x
+    clean()
+
+
+@check
+def freed_neighbours_merge() -> None:
+    clean()
+    x, y = u8(5 * MiB), u8(5 * MiB)
+    del x, y
+    assert torch.cuda.memory_allocated() == 0 and torch.cuda.memory_reserved() == 20 * MiB
+    assert stat("inactive_split.all.current") == 0  # merged back into one whole block
+    z = u8(15 * MiB)  # fits the merged block: no new segment
+    assert torch.cuda.memory_reserved() == 20 * MiB and stat("segment.all.current") == 1
+    del z
+    clean()
+
+
+@check
+def empty_cache_returns_whole_segments() -> None:
+    clean()
+    a, b = u8(5 * MiB), u8(30 * MiB)
+    freed = stat("num_device_free")
+    del b
+    torch.cuda.empty_cache()  # b's segment is whole and free: returned; a's stays
+    assert torch.cuda.memory_reserved() == 20 * MiB and stat("num_device_free") == freed + 1
+    assert torch.cuda.max_memory_reserved() >= 50 * MiB
+    del a
+    clean()
+
+
+@check
+def snapshot_lists_segments_and_blocks() -> None:
+    clean()
+    x = u8(5 * MiB)
+    segs = [s for s in torch.cuda.memory_snapshot()
+            if any(b["state"] == "active_allocated" and b["size"] == 5 * MiB for b in s["blocks"])]
+    assert len(segs) == 1, segs
+    seg = segs[0]
+    assert seg["total_size"] == 20 * MiB and seg["allocated_size"] == 5 * MiB and seg["segment_type"] == "large", seg
+    assert [b["state"] for b in seg["blocks"]] == ["active_allocated", "inactive"], seg["blocks"]
+    assert seg["address"] in {s["address"] for s in torch.cuda.memory._snapshot()["segments"]}
+    del x
+    clean()
+
+
+@check
+def mem_get_info_counts_reserved() -> None:
+    clean()
+    free0, total = torch.cuda.mem_get_info()
+    assert total == torch.cuda.get_device_properties(0).total_memory, (total, torch.cuda.get_device_properties(0))
+    x = u8(100 * MiB)
+    free1, _ = torch.cuda.mem_get_info()
+    assert 100 * MiB <= free0 - free1 <= 102 * MiB, (free0, free1)
+    del x
+    clean()

@@ -1,0 +1,146 @@
+"""Device memory as CUDA reports it: out of memory, the memory fraction and the allocator APIs
+(memory_checks.py, CUDA as the oracle on a GPU); device profiles (the GPU the emulated device
+presents, its memory reserved on demand past the host's); the caching allocator's statistics under a
+profile; the preflight at exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from emulated_run import REAL_CUDA, ROOT, run_checks, run_python
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import memory_checks  # noqa: E402
+
+GiB = 2**30
+
+
+def _last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def plain() -> dict:
+    return run_checks("memory_checks")
+
+
+@pytest.fixture(scope="module")
+def profiled() -> dict:
+    os.environ["CUDASHIM_PROFILE"] = "h200"  # read by the shimmed child only (a GPU run has no shim)
+    try:
+        return run_checks("memory_checks")
+    finally:
+        del os.environ["CUDASHIM_PROFILE"]
+
+
+@pytest.mark.parametrize("name", memory_checks.COMMON)
+def test_check_without_profile(plain: dict, name: str) -> None:
+    assert plain[name]["ok"], plain[name]["detail"]
+
+
+@pytest.mark.parametrize("name", list(memory_checks.CHECKS))
+def test_check_under_profile(profiled: dict, name: str) -> None:
+    assert profiled[name]["ok"], profiled[name]["detail"]
+
+
+PROPERTIES = r"""
+import json, torch
+p = torch.cuda.get_device_properties(0)
+print(json.dumps({"name": p.name, "cap": list(torch.cuda.get_device_capability()), "sms": p.multi_processor_count,
+                  "total": p.total_memory, "info_total": torch.cuda.mem_get_info()[1], "l2": p.L2_cache_size,
+                  "optin": p.shared_memory_per_block_optin, "dev_name": torch.cuda.get_device_name(0)}))
+"""
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="the profile is the emulated device's")
+def test_profile_presents_the_gpu() -> None:
+    r = run_python(["-c", PROPERTIES], {"CUDASHIM_PROFILE": "h100-80gb"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = _last_json(r.stdout)
+    assert got == {"name": "NVIDIA H100 80GB HBM3", "cap": [9, 0], "sms": 132, "total": 84944093184,
+                   "info_total": 84944093184, "l2": 52428800, "optin": 232448, "dev_name": "NVIDIA H100 80GB HBM3"}
+
+
+BEYOND_HOST = r"""
+import json, resource, torch
+x = torch.empty(70 * 10**9, dtype=torch.uint8, device="cuda")   # more than this host has
+x[: 10**9].fill_(1)                                              # 1 GB of it touched
+out = {"allocated": torch.cuda.memory_allocated(), "free": torch.cuda.mem_get_info()[0],
+       "ends": [int(x[0].item()), int(x[10**9 - 1].item()), int(x[10**9].item() == 1)],
+       "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+try:
+    torch.empty(90 * 10**9, dtype=torch.uint8, device="cuda")
+except torch.OutOfMemoryError as e:
+    out["oom"] = str(e)
+out["num_ooms"] = torch.cuda.memory_stats()["num_ooms"]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="the profile is the emulated device's")
+def test_profile_memory_beyond_the_host() -> None:
+    r = run_python(["-c", BEYOND_HOST], {"CUDASHIM_PROFILE": "h100-80gb"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = _last_json(r.stdout)
+    seventy = 70_000_836_608  # 70 GB rounded up to 2 MiB, as CUDA rounds a large request
+    total = 84_944_093_184    # h100-80gb.toml
+    assert got["allocated"] == seventy and got["free"] == total - seventy, got
+    assert got["ends"][:2] == [1, 1]
+    assert got["maxrss_kb"] < 8 * 2**20, got["maxrss_kb"]  # the untouched 69 GB never became resident
+    # 90 GB do not fit whatever is free: CUDA's message, with the sizes CUDA would print
+    assert got["oom"].startswith("CUDA out of memory. Tried to allocate 83.82 GiB. GPU 0 has a total capacity of "
+                                 "79.11 GiB of which 13.92 GiB is free."), got["oom"]
+    assert got["num_ooms"] == 1
+    # the preflight at exit: the peak, the largest request and the first that did not fit, with their lines
+    pre = [ln for ln in r.stderr.splitlines() if ln.startswith("cudashim preflight")]
+    assert len(pre) == 1, r.stderr[-2000:]
+    assert pre[0].startswith("cudashim preflight (h100-80gb, cuda:0, 79.11 GiB): peak allocated 65.19 GiB at "
+                             "<string>:3 (<module>); peak reserved 65.19 GiB at <string>:3 (<module>); largest "
+                             "allocation 65.19 GiB at <string>:3 (<module>); DOES NOT FIT: first allocation past the "
+                             "device's memory 83.82 GiB at <string>:9 (<module>)"), pre
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="the profile is the emulated device's")
+def test_profile_refusals() -> None:
+    # an NPU profile for the cuda device, and the allocator APIs the device does not keep
+    code = ("import torch\n"
+            "from cudashim.errors import CapabilityError\n"
+            "for f in (torch.cuda.MemPool, lambda: torch.cuda.memory._record_memory_history()):\n"
+            "    try: f()\n"
+            "    except CapabilityError as e: print('refused', str(e)[:60])\n")
+    r = run_python(["-c", code])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("refused") == 2, r.stdout
+    r = run_python(["-c", "import torch; torch.zeros(1, device='cuda')"], {"CUDASHIM_PROFILE": "ascend910b2"})
+    assert r.returncode != 0 and "is a npu profile (Ascend910B2)" in r.stderr and "h100-80gb" in r.stderr, r.stderr[-2000:]
+
+
+def test_run_refuses_an_unknown_profile() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDASHIM_")}
+    r = subprocess.run([sys.executable, "-m", "cudashim", "run", "--profile", "h900", "-c", "pass"], cwd=ROOT,
+                       env=dict(env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "--profile: device profile 'h900' is not one cudashim ships; use one of: a100-40gb" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="the profile is the emulated device's")
+def test_preflight_in_the_report(tmp_path) -> None:
+    report = tmp_path / "report.json"
+    code = ("import torch\n"
+            "a = torch.empty(2**30, dtype=torch.uint8, device='cuda')\n"
+            "b = torch.empty(3 * 2**20, dtype=torch.uint8, device='cuda')\n")
+    r = run_python(["-c", code], {"CUDASHIM_PROFILE": "rtx4090", "CUDASHIM_REPORT": str(report)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    mem = json.loads(report.read_text())["memory"]
+    assert (mem["profile"], mem["name"], mem["total_memory"]) == ("rtx4090", "NVIDIA GeForce RTX 4090", 25382879232)
+    dev = mem["devices"]["cuda:0"]
+    # 1 GiB in a segment of its own; 3 MiB split from a 20 MiB segment: reserved 1 GiB + 20 MiB
+    assert dev["peak_allocated"] == {"bytes": 2**30 + 3 * 2**20, "site": "<string>:3 (<module>)"}
+    assert dev["peak_reserved"] == {"bytes": 2**30 + 20 * 2**20, "site": "<string>:3 (<module>)"}
+    assert dev["largest_allocation"] == {"bytes": 2**30, "site": "<string>:2 (<module>)"}
+    assert dev["fits"] is True and "first_not_fitting" not in dev
