@@ -15,6 +15,15 @@ This is a bug in the subject, not something the shim does; it is patched here, i
 (`Sequence.__getstate__`), but `ModelRunner.run` reads `seq.cfg_scale` and `seq.paired_seq` on every
 rank, so rank 1 dies with AttributeError at its first step — again on any platform. The dropped
 fields get their no-CFG defaults after the original `__setstate__` ran.
+
+4. The same release reads `config.rope_theta` (default 1e6 when absent) and refuses any
+`config.rope_scaling`. transformers 5 moves the RoPE base into `rope_scaling` (the dict
+`{"rope_theta": ..., "rope_type": "default"}`) and drops `rope_theta`: the model would fail to build
+(an unhashable dict in an lru_cache), and with the dict dropped would rotate with the wrong base. Plain
+RoPE given that way is turned back into the base it names; any other rope type still goes to the
+original, which refuses it as before. (The attention layer's constructor is patched, where both
+values arrive, rather than `get_rope`: that one is wrapped in functools.lru_cache, and the patch map
+replaces only plain functions in a module's namespace.)
 """
 
 from __future__ import annotations
@@ -45,3 +54,10 @@ def find_available_port(start_port: int = 2333, max_attempts: int = 100) -> int:
 def sequence_setstate(self, state) -> None:
     cudashim.original("nanovllm.engine.sequence:Sequence.__setstate__")(self, state)
     self.cfg_scale, self.paired_seq, self.is_unconditional = 1.0, None, False
+
+
+def qwen3_attention_init(self, *args, rope_theta: float = 10000, rope_scaling=None, **kwargs) -> None:
+    if isinstance(rope_scaling, dict) and rope_scaling.get("rope_type", "default") == "default":
+        rope_theta, rope_scaling = float(rope_scaling.get("rope_theta", rope_theta)), None
+    cudashim.original("nanovllm.models.qwen3:Qwen3Attention.__init__")(
+        self, *args, rope_theta=rope_theta, rope_scaling=rope_scaling, **kwargs)

@@ -4,8 +4,9 @@
 
 Nothing here knows about the shim: on a CUDA box with flash-attn this same file runs as is.
 Greedy decoding: nano-vllm refuses temperature 0, so a temperature of 1e-5 is used; with the
-checkpoint's wide logit gaps (see build_checkpoint.py) the softmax is exactly one-hot in float32,
-so every step picks the argmax.
+checkpoint's LM head scaled up (see build_checkpoint.py) the softmax is one-hot in float32 wherever
+the top logit leads, so the step picks the argmax (at an exact bf16 tie either token). Judge the
+tokens written with --json by compare.py.
 """
 
 from __future__ import annotations
