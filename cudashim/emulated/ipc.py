@@ -62,10 +62,10 @@ def rebuild_device_tensor(cls: type, block: Any, meta: tuple) -> Any:
     """A device tensor over another process's shared block (the receiving side of reduce_tensor)."""
     import torch
 
-    from . import core
+    from ._build import load  # the core this process loaded at install (cached), not the package face
 
     index, dtype, offset, size, stride, requires_grad = meta
-    memory = core().device_over(torch.empty(0, dtype=torch.uint8).set_(block), index)
+    memory = load("CUDA").device_over(torch.empty(0, dtype=torch.uint8).set_(block), index)
     t = torch.empty(0, dtype=dtype, device=memory.device).set_(memory.untyped_storage(), offset, size, stride)
     if cls is torch.nn.parameter.Parameter:
         return torch.nn.parameter.Parameter(t, requires_grad=requires_grad)
