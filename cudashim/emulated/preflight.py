@@ -3,8 +3,8 @@
 While a device profile is active the core tells start()'s observer of each allocation that raises a
 device's allocated or reserved peak, of each new largest request, and of a request past the
 profile's memory (before raising CUDA's OutOfMemoryError). Each is kept with its call site in user
-code: the innermost frame that is neither torch's, the shim's nor an installed library's. At exit one
-line per device goes to stderr:
+code: the innermost frame that is neither torch's, the shim's, Inductor's generated code nor an
+installed library's. At exit one line per device goes to stderr:
 
     cudashim preflight (h100-80gb, cuda:0, 79.11 GiB): peak allocated 61.20 GiB at train.py:88;
     peak reserved 63.00 GiB at train.py:88; largest allocation 8.00 GiB at model.py:41; fits
@@ -26,6 +26,7 @@ __all__ = ["start", "stop", "summary", "lines", "format_size"]
 _ALLOCATED, _LARGEST, _OOM, _RESERVED = 0, 1, 2, 3
 _SHIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LIBRARY_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+_GENERATED = "torchinductor_"  # Inductor's generated modules (its cache folder): the program's caller is the site
 _state: dict[str, Any] = {}
 
 
@@ -56,7 +57,7 @@ def _call_site() -> str | None:
     library = None
     while frame is not None:
         name = frame.f_code.co_filename
-        if not name.startswith(skip) and not name.startswith("<frozen"):
+        if not name.startswith(skip) and not name.startswith("<frozen") and _GENERATED not in name:
             where = f"{name}:{frame.f_lineno} ({frame.f_code.co_name})"
             if not any(d in name for d in _LIBRARY_DIRS):
                 return where
