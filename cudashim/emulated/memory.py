@@ -199,7 +199,7 @@ def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable
     class MemPool:  # noqa: D401 - torch.cuda.MemPool
         """Private memory pools are not kept by the emulated device."""
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
+        def __init__(self, allocator: Any = None, use_on_oom: bool = False, no_split: bool = False) -> None:
             raise CapabilityError(
                 f"torch.{device_type}.MemPool: private memory pools are not available on the emulated {device_type} "
                 "device; allocate without a pool (drop the MemPool / use_mem_pool block), or run on a GPU")
