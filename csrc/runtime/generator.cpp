@@ -4,15 +4,19 @@
 // advanced by each random kernel as CUDA's distribution kernels advance it. Graph-safe states share
 // that state between generators as CUDA's do.
 //
-// The CPU kernels draw: each random call gets a fresh CPU (mt19937) generator seeded from the pair
-// (seed, offset) before the offset advances, so the values are a function of the state alone, as
-// Philox's are (a saved state replays the same values), but they are not the values a GPU gives for
-// the same seed.
+// The CPU kernels draw, from a CPU (mt19937) stream that the seed starts: for the same seed the device
+// draws the CPU's values (a program and its CPU-written twin get the same numbers; a GPU's Philox
+// values differ). A state read from a generator (get_state, clone_state) remembers the stream's
+// position, so setting it back replays the same values; a state never read (an offset moved by
+// arithmetic, as DTensor's RNG tracker moves it) draws from a stream seeded by the pair (seed, offset).
 #include "shim.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -25,7 +29,45 @@ namespace {
 struct PhiloxState : c10::intrusive_ptr_target {
   uint64_t seed = c10::default_rng_seed_val;
   uint64_t offset = 0;
+  at::Generator stream = at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val);
+  bool in_step = true;  // stream is the one positioned at (seed, offset)
 };
+
+// Streams at the states programs have read, to replay them when a state is set back: a few, the most
+// recent (checkpointing, fork_rng and DTensor read a state and set it back soon after).
+constexpr size_t kRemembered = 64;
+std::mutex g_seen_mutex;
+std::deque<std::pair<std::pair<uint64_t, uint64_t>, at::Generator>> g_seen;
+
+void remember(const PhiloxState& s) {
+  if (!s.in_step) return;
+  std::lock_guard<std::mutex> lock(g_seen_mutex);
+  for (auto& e : g_seen) {
+    if (e.first == std::make_pair(s.seed, s.offset)) {
+      e.second = s.stream.clone();
+      return;
+    }
+  }
+  g_seen.emplace_back(std::make_pair(s.seed, s.offset), s.stream.clone());
+  if (g_seen.size() > kRemembered) g_seen.pop_front();
+}
+
+void position(PhiloxState& s) {  // after the seed or the offset was set
+  if (s.offset == 0) {
+    s.stream = at::make_generator<at::CPUGeneratorImpl>(s.seed);  // the CPU's stream for this seed
+    s.in_step = true;
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_seen_mutex);
+  for (const auto& e : g_seen) {
+    if (e.first == std::make_pair(s.seed, s.offset)) {
+      s.stream = e.second.clone();
+      s.in_step = true;
+      return;
+    }
+  }
+  s.in_step = false;
+}
 
 // threads per round of a distribution kernel: multiProcessorCount * maxThreadsPerMultiProcessor
 std::atomic<int64_t> g_round_threads{2048};
@@ -45,6 +87,7 @@ class DeviceGenerator final : public c10::GeneratorImpl {
   void set_current_seed(uint64_t seed) override {
     state_->seed = seed;
     state_->offset = 0;
+    position(*state_);
   }
   uint64_t current_seed() const override { return state_->seed; }
   uint64_t seed() override {
@@ -55,10 +98,12 @@ class DeviceGenerator final : public c10::GeneratorImpl {
   void set_offset(uint64_t offset) override {
     TORCH_CHECK(offset % 4 == 0, "offset must be a multiple of 4");
     state_->offset = offset;
+    position(*state_);
   }
   uint64_t get_offset() const override { return state_->offset; }
 
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    remember(*state_);
     at::Tensor t = at::empty({16}, at::TensorOptions().dtype(at::kByte));
     const uint64_t seed = state_->seed;
     const int64_t offset = static_cast<int64_t>(state_->offset);
@@ -77,8 +122,10 @@ class DeviceGenerator final : public c10::GeneratorImpl {
     int64_t offset = 0;
     std::memcpy(&seed, bytes, 8);
     if (n == 16) std::memcpy(&offset, bytes + 8, 8);
-    set_current_seed(seed);
-    set_offset(static_cast<uint64_t>(offset));
+    TORCH_CHECK(offset % 4 == 0, "offset must be a multiple of 4");
+    state_->seed = seed;
+    state_->offset = static_cast<uint64_t>(offset);
+    position(*state_);
   }
   void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& gen) override {
     auto* other = dynamic_cast<DeviceGenerator*>(gen.get());
@@ -92,16 +139,22 @@ class DeviceGenerator final : public c10::GeneratorImpl {
   // The CPU generator one kernel draws from, its offset then advanced by `increment` rounded up to
   // a multiple of 4 (CUDAGeneratorState::increase). The caller holds mutex_.
   at::Generator draw(uint64_t increment) {
-    at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(mix(state_->seed, state_->offset));
+    if (!state_->in_step) {
+      state_->stream = at::make_generator<at::CPUGeneratorImpl>(mix(state_->seed, state_->offset));
+      state_->in_step = true;
+    }
     state_->offset += (increment + 3) / 4 * 4;
-    return cpu;
+    return state_->stream;  // the kernel advances it: it stays positioned at the new offset
   }
 
  private:
   DeviceGenerator* clone_impl() const override {
+    remember(*state_);
     auto copy = c10::make_intrusive<PhiloxState>();
     copy->seed = state_->seed;
     copy->offset = state_->offset;
+    copy->stream = state_->stream.clone();
+    copy->in_step = state_->in_step;
     return new DeviceGenerator(device().index(), copy);
   }
 
