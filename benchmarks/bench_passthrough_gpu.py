@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if len({row["tokens_sum"] for row in rows["off"] + rows["on"]}) != 1:
         raise SystemExit("bench_passthrough_gpu: the two sides generated different tokens")
     ratios = [a["tps"] / b["tps"] for a, b in zip(rows["on"], rows["off"])]
-    q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
+    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) >= 2 else [ratios[0]] * 3
     res = {
         "benchmark": "bench_passthrough_gpu",
         "what": "serve loop without stand-ins, tokens/s shim on (cudashim run --platform nvidia) / shim off",
