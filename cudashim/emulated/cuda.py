@@ -73,6 +73,9 @@ class DeviceModule:
     def set_device(self, device: Any) -> None:
         if isinstance(device, int) and device < 0:
             return  # torch ignores negative indices
+        if isinstance(device, int) and device >= self.core.device_count():
+            # cudaSetDevice answers any index past the devices, however large, with its ordinal error
+            self.core.check_index(self.core.device_count())
         self.core.set_device(self.index(device))
 
     def exchange_device(self, index: int) -> int:

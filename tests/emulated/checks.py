@@ -166,11 +166,17 @@ def device_index_out_of_range_raises() -> None:
 
 @check
 def device_index_overflow_raises() -> None:
-    """An index past c10::DeviceIndex (8 bits) is refused as PyTorch's bindings refuse it, never
-    narrowed to another device (257 -> 1) or to "the current device" (130 -> -126)."""
+    """An index past c10::DeviceIndex (8 bits) is refused, never narrowed to another device (257 -> 1)
+    or to "the current device" (130 -> -126): set_device with CUDA's ordinal error (what cudaSetDevice
+    answers on a GPU), the memory functions as PyTorch's bindings refuse the index."""
     before = torch.cuda.current_device()
-    for name, call in (("set_device(257)", lambda: torch.cuda.set_device(257)),
-                       ("memory_allocated(130)", lambda: torch.cuda.memory_allocated(130)),
+    try:
+        torch.cuda.set_device(257)
+    except RuntimeError as e:
+        assert "invalid device ordinal" in str(e), ("set_device(257)", e)
+    else:
+        raise AssertionError("set_device(257) was accepted")
+    for name, call in (("memory_allocated(130)", lambda: torch.cuda.memory_allocated(130)),
                        ("memory_stats(300)", lambda: torch.cuda.memory_stats(300))):
         try:
             call()
