@@ -287,7 +287,7 @@ def run_op(op: Any, device: str, modes: Iterable[str] = ("forward", "backward", 
                 if code:
                     yield Case(name, dname, mode, i, code, detail)
                 i += 1
-    if "error" in modes and not (dtypes and wanted):
+    if "error" in modes:
         yield from _errors(op, name, device, seed)
     if "sparse" in modes:
         yield from _sparse(op, name, device, wanted, samples, seed)

@@ -81,13 +81,15 @@ def load(dispatch_key: str = "CUDA", verbose: bool = False) -> ModuleType:
         tmp = so.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(where / f"{name}.so", tmp)
         os.replace(tmp, so)  # atomic: a concurrent process sees the old state or the whole library
-        _loaded[dispatch_key] = mod
-        return mod
-    try:
-        mod = _import(name, so)
-    except Exception as e:  # a broken cache entry or a torch ABI mismatch
-        raise EmulatedBuildError(f"the emulated device's native core ({so}) does not load: {e}; delete "
-                                 f"{so} and run `python -m cudashim.emulated`") from e
+    else:
+        try:
+            mod = _import(name, so)
+        except Exception as e:  # a broken cache entry or a torch ABI mismatch
+            raise EmulatedBuildError(f"the emulated device's native core ({so}) does not load: {e}; delete "
+                                     f"{so} and run `python -m cudashim.emulated`") from e
+    from .synchronizing import table
+
+    mod.register_operators(table())  # before any operator runs on the device
     _loaded[dispatch_key] = mod
     return mod
 
