@@ -184,8 +184,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   install_allocators();
   register_hooks();
   register_sdpa_choice();
-  register_cpu_kernels_direct();
-  register_host_composites();
   // before finalization starts, not during it (exit.cpp)
   py::module_::import("atexit").attr("register")(py::cpp_function(&quiesce_autograd));
   m.attr("device_type") = c10::DeviceTypeName(kType, true);
@@ -233,6 +231,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("resize_storage", [](const at::Storage& s, int64_t nbytes) {
     TORCH_CHECK(nbytes >= 0, "resize_: the new size must be >= 0, got ", nbytes);
     at::native::resize_bytes_cpu(s.unsafeGetStorageImpl(), static_cast<size_t>(nbytes));
+  });
+  // the device's operator registrations that depend on data (_build.load calls it once, at once)
+  m.def("register_operators", [](const std::vector<std::pair<std::string, std::string>>& synchronizing) {
+    register_synchronizing(synchronizing);
+    register_cpu_kernels_direct();
+    register_host_composites();
   });
   m.def("sync_debug_mode", &sync_debug_mode);
   m.def("set_sync_debug_mode", &set_sync_debug_mode);

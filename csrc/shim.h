@@ -140,6 +140,8 @@ at::Tensor empty_on(c10::DeviceIndex index, c10::IntArrayRef size, c10::IntArray
 // hooks.cpp, sdpa.cpp
 void register_hooks();
 void register_sdpa_choice();
+// fallback.cpp: the operators CUDA synchronizes on, (aten::name[.overload], always | none:ARG | bool:ARG)
+void register_synchronizing(const std::vector<std::pair<std::string, std::string>>& table);
 void register_cpu_kernels_direct();  // fallback.cpp: operators with a CPU kernel take it, not their composite
 void register_host_composites();     // fallback.cpp: a few hot composite operators run whole on the CPU
 void register_collectives();  // collectives.cpp: once torch.distributed is loaded

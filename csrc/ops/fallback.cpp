@@ -13,6 +13,10 @@
 #include <torch/library.h>
 
 #include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace cudashim {
 namespace {
@@ -104,10 +108,50 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+// When an operator of the synchronizing table (cudashim/emulated/synchronizing.json) synchronizes on
+// CUDA: always, when an argument is None (repeat_interleave without output_size), or when an argument
+// holds a boolean mask (indexing with one runs nonzero).
+struct SyncRule {
+  enum class When { Always, ArgNone, ArgMask } when;
+  size_t arg;
+};
+
+// by schema: its address is stable while the operator is registered, and cheap to hash
+std::unordered_map<const c10::FunctionSchema*, SyncRule>& sync_rules() {
+  static std::unordered_map<const c10::FunctionSchema*, SyncRule> rules;
+  return rules;
+}
+
+bool is_mask(const at::Tensor& t) { return t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte); }
+
+bool holds_mask(const c10::IValue& v) {
+  if (v.isTensor()) return is_mask(v.toTensor());
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) {
+      if (is_mask(t)) return true;
+    }
+  } else if (v.isOptionalTensorList()) {
+    for (const auto& t : v.toOptionalTensorList()) {
+      const std::optional<at::Tensor> o = t;
+      if (o.has_value() && is_mask(*o)) return true;
+    }
+  }
+  return false;
+}
+
 // operators whose output size depends on the data: CUDA synchronizes to learn it
 void synchronizing_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;
-  synchronizing(op.schema().name().c_str());
+  const auto& schema = op.schema();
+  const auto it = sync_rules().find(&schema);
+  if (it != sync_rules().end()) {
+    const c10::IValue& v = (*stack)[stack->size() - schema.arguments().size() + it->second.arg];
+    const auto when = it->second.when;
+    if (when == SyncRule::When::Always || (when == SyncRule::When::ArgNone && v.isNone()) ||
+        (when == SyncRule::When::ArgMask && holds_mask(v))) {
+      synchronizing(schema.name().c_str());
+    }
+  }
   run(op, stack);
 }
 
@@ -191,10 +235,57 @@ TORCH_LIBRARY_IMPL(_, CUDASHIM_KEY, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
 }
 
-TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
-  for (const char* op : {"nonzero", "nonzero.out", "masked_select", "masked_select.out"}) {
-    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&synchronizing_fallback>());
+// The synchronizing table's operators take synchronizing_fallback, before the CPU kernels are
+// registered directly below (an operator takes one kernel). Operators the device implements itself
+// (copies, item) decide for themselves; an operator this build of torch lacks is skipped.
+void register_synchronizing(const std::vector<std::pair<std::string, std::string>>& table) {
+  static std::unique_ptr<torch::Library> lib;
+  if (lib) return;
+  lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& [name, when] : table) {
+    const auto dot = name.find('.');
+    const c10::OperatorName opname(name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
+    auto h = dispatcher.findOp(opname);
+    if (!h || !h->hasSchema() || h->hasKernelForDispatchKey(kKey)) continue;
+    SyncRule rule{SyncRule::When::Always, 0};
+    if (when != "always") {
+      const auto colon = when.find(':');
+      const std::string kind = when.substr(0, colon), arg = colon == std::string::npos ? "" : when.substr(colon + 1);
+      const auto index = h->schema().argumentIndexWithName(arg);
+      TORCH_CHECK(index.has_value() && (kind == "none" || kind == "bool"), "the synchronizing table's entry ", name, ": '",
+                  when, "' is not always, none:ARG or bool:ARG with ARG an argument of ", h->schema());
+      rule = {kind == "none" ? SyncRule::When::ArgNone : SyncRule::When::ArgMask, static_cast<size_t>(*index)};
+    }
+    sync_rules()[&h->schema()] = rule;
+    lib->impl(name.substr(name.find("::") + 2).c_str(), torch::CppFunction::makeFromBoxedFunction<&synchronizing_fallback>());
   }
+}
+
+// Composite operators that choose their backend from their tensors' device type run whole by the
+// CPU on views of the device tensors, so the device takes the CPU's choice of algorithm and gives the
+// CPU's bits. Left to their composite, a device tensor makes convolution pick a CUDA-only kernel
+// (_conv_depthwise2d, conv_depthwise3d, the slow CUDA convolutions, none of which a CPU build has),
+// and its backward call DispatchStubs keyed by the device type ("missing kernel for cuda"); on the
+// simulated NPU it picks convolution_overrideable, which has no kernel. Their autograd formulas stay
+// PyTorch's (derivatives.yaml): only the device's slot below autograd is replaced.
+namespace {
+const char* const kChoosesBackend[] = {"convolution", "_convolution", "_convolution.deprecated", "convolution_backward"};
+
+// Predicates that ask whether a vendor library (cuDNN, MIOpen) takes the call; only a CUDA build
+// implements them. The CPU's answer is no, so the composite around them takes the CPU's path.
+const char* const kVendorPredicates[] = {"_use_cudnn_ctc_loss", "_use_cudnn_ctc_loss.Tensor", "_use_miopen_ctc_loss",
+                                         "_use_miopen_ctc_loss.Tensor"};
+
+void answers_no(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  torch::jit::drop(*stack, op.schema().arguments().size());
+  stack->emplace_back(false);
+}
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+  for (const char* op : kChoosesBackend) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  for (const char* op : kVendorPredicates) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&answers_no>());
 }
 
 // An operator with a CPU kernel and a composite one (structured, or CompositeExplicitAutograd) takes

@@ -223,6 +223,47 @@ def sync_debug_mode_raises() -> None:
 
 
 @check
+def sync_debug_flags_data_dependent_ops() -> None:
+    # operators whose output size depends on the data read it back to the host: CUDA synchronizes
+    x = torch.tensor([1.0, 0.0, 2.0, 2.0], device="cuda")
+    mask = x > 0
+    reps = torch.tensor([1, 2, 0, 1], device="cuda")
+    idx = torch.tensor([0, 2], device="cuda")
+    syncing = {
+        "torch.nonzero": lambda: torch.nonzero(x),
+        "torch.masked_select": lambda: torch.masked_select(x, mask),
+        "Tensor.item": lambda: x[0].item(),
+        "torch.unique": lambda: torch.unique(x),
+        "boolean-mask indexing": lambda: x[mask],
+        "torch.repeat_interleave without output_size": lambda: torch.repeat_interleave(x, reps),
+    }
+    quiet = {  # the same families where nothing is read back
+        "integer indexing": lambda: x[idx],
+        "torch.repeat_interleave with output_size": lambda: torch.repeat_interleave(x, reps, output_size=4),
+        "torch.where": lambda: torch.where(mask, x, 0.0),
+    }
+    missed, raised = [], []
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for name, fn in syncing.items():
+            try:
+                fn()
+                missed.append(name)
+            except RuntimeError as e:
+                assert "synchroniz" in str(e), f"{name}: {e}"
+        for name, fn in quiet.items():
+            try:
+                fn()
+            except RuntimeError as e:
+                raised.append(f"{name}: {e}")
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert not missed, f"did not raise under sync debug mode 'error': {missed}"
+    assert not raised, f"raised under sync debug mode 'error': {raised}"
+
+
+@check
 def jit_script_factory() -> None:
     @torch.jit.script
     def make(n: int) -> torch.Tensor:

@@ -1,0 +1,31 @@
+"""The operators CUDA synchronizes on, as the emulated device enforces them under
+`torch.cuda.set_sync_debug_mode`: the table in synchronizing.json (measured on a GPU by
+benchmarks/sync_debug_cuda.py), read and checked here, registered by the native core."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import CudashimError
+
+__all__ = ["TABLE", "table"]
+
+TABLE = Path(__file__).with_name("synchronizing.json")
+
+
+def table(path: Path = TABLE) -> list[tuple[str, str]]:
+    """(operator, when) pairs: `aten::name[.overload]`, and `always`, `none:ARG` or `bool:ARG`."""
+    try:
+        ops = json.loads(path.read_text())["ops"]
+    except (OSError, ValueError, KeyError) as e:
+        raise CudashimError(f"the synchronizing-operator table {path} does not read ({e}); restore it from the "
+                            "repository or regenerate it with benchmarks/sync_debug_cuda.py") from e
+    out = []
+    for name, when in ops.items():
+        kind, _, arg = str(when).partition(":")
+        if not name.startswith("aten::") or kind not in ("always", "none", "bool") or (kind == "always") == bool(arg):
+            raise CudashimError(f"{path}: entry {name!r}: {when!r} is not one of always, none:ARG, bool:ARG "
+                                "(ARG an argument of the operator's schema)")
+        out.append((name, str(when)))
+    return out
