@@ -118,9 +118,6 @@ def load(dispatch_key: str = "CUDA", verbose: bool = False) -> ModuleType:
                 tmp = so.with_suffix(f".{os.getpid()}.tmp")
                 shutil.copyfile(built, tmp)
                 os.replace(tmp, so)  # atomic: a concurrent process sees the old state or the whole library
-    from .synchronizing import table
-
-    mod.register_operators(table())  # before any operator runs on the device
     _loaded[dispatch_key] = mod
     return mod
 

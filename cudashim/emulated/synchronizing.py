@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import CudashimError
 
-__all__ = ["TABLE", "table"]
+__all__ = ["TABLE", "table", "register_operators"]
 
 TABLE = Path(__file__).with_name("synchronizing.json")
 
@@ -29,3 +29,9 @@ def table(path: Path = TABLE) -> list[tuple[str, str]]:
                                 "(ARG an argument of the operator's schema)")
         out.append((name, str(when)))
     return out
+
+
+def register_operators(core: object) -> None:
+    """The core's operators for its dispatch key, the table's synchronizing ones among them: once per
+    process, when a device is installed and before any operator runs on it."""
+    core.register_operators(table())  # type: ignore[attr-defined]

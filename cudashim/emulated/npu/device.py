@@ -65,9 +65,11 @@ def start(torch: Any) -> Any:
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
     from .. import profiles
     from ..memory import configure
+    from ..synchronizing import register_operators
 
     profile = profiles.active("npu")  # CUDASHIM_PROFILE: the Ascend part the devices present
     mod = load("PrivateUse1")
+    register_operators(mod)  # before any operator runs on the device
     n = visible_count()
     mod.set_device_count(n)
     configure(mod, profile, _host_total())
