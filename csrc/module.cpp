@@ -6,6 +6,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
+#include <pybind11/stl.h>
 
 namespace cudashim {
 namespace {
@@ -77,7 +78,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   install_allocators();
   register_hooks();
   register_sdpa_choice();
-  register_cpu_kernels_direct();
+#if defined(CUDASHIM_KEY_IS_CUDA)
+  register_cpu_kernels_direct();  // the simulated NPU's, once its operator table is set (set_npu_native)
+#endif
   register_host_composites();
   // before finalization starts, not during it (exit.cpp)
   py::module_::import("atexit").attr("register")(py::cpp_function(&quiesce_autograd));
@@ -108,4 +111,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("capture_underway", &capture_underway);
   m.def("capture_refuse", [](const std::string& what) { capture_refuse(what.c_str()); });
   m.def("register_generator", &register_generator);
+  // the simulated NPU's operator table (npu_coverage.cpp): set once, before the first operator runs
+  m.def("set_npu_native", [](const std::vector<std::string>& names, const std::vector<std::string>& sparse) {
+    set_npu_native(names, sparse);
+    register_cpu_kernels_direct();
+  });
+  m.def("npu_fallback_counts", &npu_fallback_counts);
 }

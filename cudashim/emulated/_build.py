@@ -25,7 +25,7 @@ __all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES"]
 _CSRC = Path(__file__).resolve().parents[2] / "csrc"
 SOURCES = ("devices.cpp", "allocator.cpp", "views.cpp", "generator.cpp", "guard.cpp", "kernels.cpp",
            "fallback.cpp", "direct.cpp", "amp.cpp", "sdpa.cpp", "rnn.cpp", "linalg.cpp", "collectives.cpp",
-           "ddp_timer.cpp", "hooks.cpp", "graph.cpp",
+           "ddp_timer.cpp", "hooks.cpp", "graph.cpp", "npu_coverage.cpp",
            "exit.cpp", "module.cpp")
 _HEADERS = ("shim.h", "call.h")
 _loaded: dict[str, ModuleType] = {}

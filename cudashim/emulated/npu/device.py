@@ -64,6 +64,9 @@ def start(torch: Any) -> Any:
     if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
     mod = load("PrivateUse1")
+    from .coverage import install
+
+    install(mod)  # torch_npu's operator table: operators outside it take torch_npu's CPU fallback
     n = visible_count()
     mod.set_device_count(n)
     _state["core"] = mod
