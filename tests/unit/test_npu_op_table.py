@@ -61,3 +61,39 @@ def test_the_committed_table_names_its_sources_and_is_the_wheels_list():
         pytest.skip("the torch-npu 2.13.0 wheel is not in the cache (bash scripts/install fetches it)")
     theirs = _script().wheel_ops(str(wheels[0]))
     assert set(table["ops"]) | set(table["sparse"]) == {n for n in theirs if not n.startswith("npu_")}
+
+
+def _rules_script():
+    spec = importlib.util.spec_from_file_location("npu_dtype_rules", ROOT / "scripts" / "npu_dtype_rules.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+DOC = """### torch.logaddexp
+
+**限制与说明**： 不支持double数据类型
+
+</div>
+
+### torch.mm
+
+**限制与说明**：
+
+- <term>Ascend 950DT</term>：不支持fp64，complex64，complex128
+- `input`仅支持fp16，fp32，fp64
+
+</div>
+
+### <code><i>class</i></code> torch.nn.Linear
+
+**限制与说明**： `input`仅支持fp32
+"""
+
+
+def test_dtype_limits_are_read_for_a_910b_and_classes_are_skipped():
+    rules = {api: _rules_script().rule(lines) for api, lines in _rules_script().sections(DOC)}
+    assert rules["torch.logaddexp"][:2] == ("*", ["float64"])
+    arg, refused, _ = rules["torch.mm"]  # the 950DT line is another chip's
+    assert arg == "input" and "float64" not in refused and {"bfloat16", "complex64", "int32"} <= set(refused)
+    assert "torch.nn.Linear" not in rules
