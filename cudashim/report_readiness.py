@@ -2,8 +2,8 @@
 real torch_npu does with it.
 
 On with the migration report (`cudashim run --report`, CUDASHIM_REPORT) on the simulated NPU only:
-a TorchDispatchMode sees each operator where the NPU's dispatch key would (below autograd, after
-composite operators have been decomposed into their parts) and notes, per operator and dtype, its
+a TorchDispatchMode sees each operator where the NPU's dispatch key would (below autograd; a composite
+operator without an NPU kernel is decomposed into its parts, as it is on the NPU, also in inference mode) and notes, per operator and dtype, its
 status (coverage.status: native since which torch_npu, composite, CPU fallback, fails), the dtype
 rule of torch_npu's documentation it meets (torch_npu_dtypes.json), how often it ran, the first call
 site in user code, and the first error it raised. The report's JSON holds it under "npu_readiness";
@@ -56,6 +56,14 @@ def _dtypes(args: Any, torch: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+@functools.lru_cache(maxsize=None)
+def _implicit(name: str, overload: str) -> bool:
+    import torch
+
+    qualified = name + (f".{overload}" if overload else "")
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CompositeImplicitAutograd"))
+
+
 def _note(op: str, dtypes: tuple[str, ...], error: BaseException | None) -> None:
     key = (op, ",".join(dtypes))
     e = _seen.get(key)
@@ -84,6 +92,12 @@ def install(torch: Any) -> None:
             if not schema.name.startswith("aten::") or not dtypes:
                 return func(*args, **kwargs)
             op = schema.name[6:] + (f".{schema.overload_name}" if schema.overload_name else "")
+            if op not in coverage.table()["ops"] and _implicit(schema.name, schema.overload_name):
+                # inference mode hands a composite operator to this mode whole; the NPU sees its parts
+                with self:
+                    out = func.decompose(*args, **kwargs)
+                if out is not NotImplemented:
+                    return out
             try:
                 out = func(*args, **kwargs)
             except BaseException as exc:

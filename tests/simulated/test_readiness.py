@@ -14,6 +14,8 @@ for _ in range(2):
 y = x @ x.T
 d = torch.logaddexp(x.double(), x.double())
 print(m.values.cpu().tolist())
+with torch.inference_mode():
+    z = torch.nn.functional.linear(x, x)
 """
 
 
@@ -31,6 +33,8 @@ def test_the_report_lists_each_operator_with_its_npu_status_count_and_call_site(
     mm = ops[("aten::mm", "float32")]
     assert (mm["status"], mm["native_since"], mm["first_call_site"]) == ("native", "2.1", f"{prog}:5")
     assert ops[("aten::permute", "float32")]["status"] == "composite"  # x.T: no NPU kernel, its composite runs
+    # inference mode hands linear over whole; torch_npu has no kernel for it: the NPU runs its parts
+    assert ("aten::linear", "float32") not in ops and ops[("aten::matmul", "float32")]["first_call_site"] == f"{prog}:9"
     # torch_npu's documentation of torch.logaddexp: "不支持double数据类型" (no float64)
     rule = ops[("aten::logaddexp", "float64")]["dtype_rule"]
     assert rule["api"] == "torch.logaddexp" and rule["refused"] == ["float64"]
