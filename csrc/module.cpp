@@ -8,6 +8,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
+#include <pybind11/stl.h>
 
 namespace cudashim {
 namespace {
@@ -249,4 +250,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // Stream.wait_stream(other) on stream ids of one device: a capture on `other` extends to the waiting stream
   m.def("capture_join", [](py::handle device, int64_t from, int64_t to) { capture_join(index_arg(device), from, to); });
   m.def("register_generator", &register_generator);
+  // the simulated NPU's operator table (ops/npu_coverage.cpp): set once, before register_operators
+  // (which kernels the device registers directly depends on it) and before the first operator runs
+  m.def("set_npu_native", [](const std::vector<std::string>& names, const std::vector<std::string>& sparse) {
+    set_npu_native(names, sparse);
+  });
+  m.def("npu_fallback_counts", &npu_fallback_counts);
 }

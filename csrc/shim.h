@@ -11,6 +11,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <array>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #ifndef CUDASHIM_KEY
@@ -145,6 +147,13 @@ void register_synchronizing(const std::vector<std::pair<std::string, std::string
 void register_cpu_kernels_direct();  // fallback.cpp: operators with a CPU kernel take it, not their composite
 void register_host_composites();     // fallback.cpp: a few hot composite operators run whole on the CPU
 void register_collectives();  // collectives.cpp: once torch.distributed is loaded
+
+// npu_coverage.cpp: torch_npu's operator table on the simulated NPU (inactive until set_npu_native)
+bool npu_coverage_active();
+void npu_cpu_fallback_check(const c10::OperatorHandle& op);  // warns, counts or refuses as npu_cpu_fallback
+void set_npu_native(const std::vector<std::string>& names, const std::vector<std::string>& sparse);
+bool npu_native(const std::string& name);  // "name.overload" (no aten::) has an NPU kernel in the table
+std::unordered_map<std::string, int64_t> npu_fallback_counts();
 
 // exit.cpp: at interpreter exit (atexit), the autograd device threads have let go of every backward
 void quiesce_autograd();

@@ -227,6 +227,7 @@ void host_composite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }  // namespace
 
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(npu_coverage_active())) npu_cpu_fallback_check(op);  // the simulated NPU (npu_coverage.cpp)
   if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;  // CUDA graph capture (graph.cpp)
   run(op, stack);
 }
@@ -311,6 +312,7 @@ void register_cpu_kernels_direct() {
     for (const auto& r : h->schema().returns()) view = view || (r.alias_info() != nullptr && !r.alias_info()->isWrite());
     if (view) continue;
     const std::string op = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    if (npu_coverage_active() && !npu_native(op)) continue;  // torch_npu has no kernel: its composite runs
     lib->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
   }
 }

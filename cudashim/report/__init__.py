@@ -58,6 +58,7 @@ __all__ = [
     "report_path",
     "snapshot",
     "write",
+    "add_section",
 ]
 
 TREATMENTS = ("native", "aliased", "emulated", "unsupported")
@@ -76,6 +77,8 @@ _OWNER = "CUDASHIM_REPORT_OWNER"  # pid of the process that writes the base name
 _owner = True  # this process owns the base name (decided with _enabled)
 _set_owner: str | None = None  # the CUDASHIM_REPORT_OWNER value this process put in the environment
 _lock = threading.Lock()
+# name -> (the section's JSON value at write time, its one-line summary for stderr or None)
+_sections: dict[str, tuple[Callable[[], Any], Callable[[Any], str | None] | None]] = {}
 
 def enabled() -> bool:
     """True when CUDASHIM_REPORT is set; decided once per process (cheap afterwards)."""
@@ -195,6 +198,12 @@ def _platform_name() -> str | None:
     return os.environ.get("CUDASHIM_PLATFORM")
 
 
+def add_section(name: str, produce: Callable[[], Any], summary: Callable[[Any], str | None] | None = None) -> None:
+    """A part of the report another module fills (the simulated NPU's readiness): `produce()` gives its
+    JSON value when the report is written, `summary(value)` one line for stderr after the table."""
+    _sections[name] = (produce, summary)
+
+
 def _patch_status() -> list[dict[str, Any]]:
     mod = sys.modules.get("cudashim.patches._patch")  # the registry: loaded once a patch was installed
     status = getattr(mod, "status", None) if mod is not None else None
@@ -231,6 +240,7 @@ def snapshot() -> dict[str, Any]:
         "patches": _patch_status(),
         # with a device profile: peaks, largest request and first misfit per device, with call sites
         "memory": getattr(sys.modules.get("cudashim.emulated.preflight"), "summary", lambda: None)(),
+        **{name: produce() for name, (produce, _) in _sections.items()},
     }
 
 
@@ -260,6 +270,10 @@ def write(path: str | None = None, *, stderr: bool = True) -> str | None:
     target = _files.write_file(target, data, claim, _started)
     if stderr:
         print(_files.table(data, target), file=sys.stderr)
+        for name, (_, summary) in _sections.items():
+            line = summary(data[name]) if summary is not None else None
+            if line:
+                print(line, file=sys.stderr)
     _written = target
     return target
 
@@ -279,6 +293,7 @@ def _reset() -> None:
         del os.environ[_OWNER]
     _set_owner = None
     _entries.clear()
+    _sections.clear()
     _enabled = None
     _path = None
     _written = None

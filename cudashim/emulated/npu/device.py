@@ -69,7 +69,10 @@ def start(torch: Any) -> Any:
 
     profile = profiles.active("npu")  # CUDASHIM_PROFILE: the Ascend part the devices present
     mod = load("PrivateUse1")
-    register_operators(mod)  # before any operator runs on the device
+    from .coverage import install
+
+    install(mod)  # torch_npu's operator table: operators outside it take torch_npu's CPU fallback
+    register_operators(mod)  # after the table (it decides which kernels are direct), before any operator runs
     n = visible_count()
     mod.set_device_count(n)
     configure(mod, profile, _host_total())

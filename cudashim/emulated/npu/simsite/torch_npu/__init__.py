@@ -23,5 +23,12 @@ globals().update(_expose.exposed_operators(torch, _core, _ops.OPERATORS))
 _hccl.register(torch, _core)
 _compile.register(torch)  # stands in for torch_npu's Inductor backend (torch_npu/_inductor)
 
+from cudashim import report as _report  # noqa: E402
+
+if _report.enabled():  # the Ascend readiness report: what a real torch_npu does with each operator run
+    from cudashim import report_readiness as _readiness
+
+    _readiness.install(torch)
+
 __version__ = "2.13.0"
 SIMULATED = True  # cudashim's mark: this is not the wheel's native torch_npu
