@@ -71,7 +71,7 @@ def _note(op: str, dtypes: tuple[str, ...], error: BaseException | None) -> None
         status = coverage.status(op)
         with _lock:
             e = _seen.setdefault(key, [status, coverage.native_since(op)[1], 0,
-                                       report._call_site() or "?", dtype_rule(op, dtypes), None])
+                                       report.call_site() or "?", dtype_rule(op, dtypes), None])
     e[2] += 1
     if error is not None and e[5] is None:
         e[5] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"

@@ -48,6 +48,7 @@ from typing import Any, Callable, TypeVar
 
 from .. import _state
 from . import _calls, _files
+from ._calls import call_site
 
 __all__ = [
     "TREATMENTS",
@@ -59,6 +60,7 @@ __all__ = [
     "snapshot",
     "write",
     "add_section",
+    "call_site",
 ]
 
 TREATMENTS = ("native", "aliased", "emulated", "unsupported")

@@ -119,7 +119,7 @@ def inductor(expected: Any) -> dict[str, Any]:
     torch.set_default_device("cuda")
     try:
         fn = torch.compile(lambda x, w: rms_norm(x, w, "cuda"), fullgraph=True)
-        got, code = run_and_get_code(fn, *_norm_inputs())
+        got, code = run_and_get_code(fn, *(t.to("cuda") for t in _norm_inputs()))
         src = "\n".join(code)
         return {"ok": True, "detail": _diff(got, expected, tol=1e-2) or "",
                 "triton": "triton" in src.lower(), "cpp": "extern \"C\"" in src or "cpp_fused" in src}

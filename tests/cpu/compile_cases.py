@@ -160,8 +160,11 @@ def rms_norm(x: Any, w: Any, dev: str) -> Any:
 
 
 def _norm_inputs() -> tuple[Any, ...]:
+    # made on the CPU, whatever the default device: a CPU generator drawing for a cuda tensor raises on a
+    # GPU ("Expected a 'cuda' device type for generator"), and so does the emulated device
     g = torch.Generator().manual_seed(0)
-    return (torch.randn(5, 16, generator=g).to(torch.bfloat16), torch.randn(16, generator=g).to(torch.bfloat16))
+    return (torch.randn(5, 16, generator=g, device="cpu").to(torch.bfloat16),
+            torch.randn(16, generator=g, device="cpu").to(torch.bfloat16))
 
 
 same("RMSNorm (nano-vllm)", _norm_inputs, device_inputs=True)(rms_norm)
