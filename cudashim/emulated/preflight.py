@@ -17,15 +17,14 @@ torch.cuda.max_memory_allocated() / max_memory_reserved() would report on the GP
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 from typing import Any
+
+from .._frames import LIBRARY_DIRS, framework_dirs
 
 __all__ = ["start", "stop", "summary", "lines", "format_size"]
 
 _ALLOCATED, _LARGEST, _OOM, _RESERVED = 0, 1, 2, 3
-_SHIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_LIBRARY_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 _GENERATED = "torchinductor_"  # Inductor's generated modules (its cache folder): the program's caller is the site
 _state: dict[str, Any] = {}
 
@@ -41,25 +40,16 @@ def format_size(n: int) -> str:
     return f"{n / 1073741824:.2f} GiB"
 
 
-def _skip() -> tuple[str, ...]:
-    dirs = [_SHIM_DIR]
-    for name in ("torch", "torch_npu"):
-        f = getattr(sys.modules.get(name), "__file__", None)
-        if f:
-            dirs.append(os.path.dirname(os.path.abspath(f)) + os.sep)
-    return tuple(dirs)
-
-
 def _call_site() -> str | None:
     """file:line (function) of the innermost user frame; an installed library's when no user frame is above."""
-    skip = _state.get("skip") or _skip()
+    skip = _state.get("skip") or framework_dirs()
     frame = sys._getframe(1)
     library = None
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith(skip) and not name.startswith("<frozen") and _GENERATED not in name:
             where = f"{name}:{frame.f_lineno} ({frame.f_code.co_name})"
-            if not any(d in name for d in _LIBRARY_DIRS):
+            if not any(d in name for d in LIBRARY_DIRS):
                 return where
             library = library or where
         frame = frame.f_back
@@ -77,7 +67,7 @@ def _observe(device: int, event: int, nbytes: int) -> None:
 
 def start(core: Any, profile: Any, device_type: str = "cuda") -> None:
     """Observe the core's devices for `profile` (emulated/profiles/); print the preflight at exit."""
-    _state.update(core=core, profile=profile, device_type=device_type, devices={}, skip=_skip())
+    _state.update(core=core, profile=profile, device_type=device_type, devices={}, skip=framework_dirs())
     core.set_memory_observer(_observe)
     if not _state.get("atexit"):
         atexit.register(_at_exit)  # registered after the core's, so it runs before the core quiesces

@@ -8,28 +8,19 @@ Nothing here holds report state: the caller passes the entry to count into, a li
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from typing import Any, Callable, TypeVar
+
+from .._frames import LIBRARY_DIRS, SHIM_DIR, framework_dirs
 
 __all__ = ["call_site", "count_calls", "count_constructions", "see_framework"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# the shim's own folder (cudashim/): a frame there is the shim's, never the program's
-_SHIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _getframe = sys._getframe
 
 
-def _skip_dirs() -> tuple[str, ...]:
-    # frames under these folders are the shim's or the framework's, never the user's call site;
-    # looked up per first call (rare), so a torch imported later is still skipped
-    dirs = [_SHIM_DIR]
-    for name in ("torch", "torch_npu"):
-        f = getattr(sys.modules.get(name), "__file__", None)
-        if f:
-            dirs.append(os.path.dirname(os.path.abspath(f)) + os.sep)
-    return tuple(dirs)
+_skip_dirs = framework_dirs  # looked up per first call (rare)
 
 
 _framework: tuple[str, ...] = ("<frozen",)  # torch's folders once wrap() has seen torch imported
@@ -41,7 +32,7 @@ def _from_program() -> bool:
     f = _getframe(2)
     while f is not None:
         name = f.f_code.co_filename
-        if name.startswith(_SHIM_DIR):
+        if name.startswith(SHIM_DIR):
             return False
         if not name.startswith(_framework):
             return True
@@ -49,7 +40,6 @@ def _from_program() -> bool:
     return True
 
 
-_LIBRARY_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
 
 def call_site() -> str | None:
@@ -61,7 +51,7 @@ def call_site() -> str | None:
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(skip) and not filename.startswith("<frozen"):
-            if not any(d in filename for d in _LIBRARY_DIRS):
+            if not any(d in filename for d in LIBRARY_DIRS):
                 return f"{filename}:{frame.f_lineno}"
             library = library or f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
