@@ -2,6 +2,7 @@
 
     CUDASHIM_DISABLE=1 python benchmarks/sync_debug_cuda.py                     # measure, write the results
     CUDASHIM_DISABLE=1 python benchmarks/sync_debug_cuda.py --update-table      # ... and the device's table
+    python benchmarks/sync_debug_cuda.py --from part1.json part2.json --update-table  # merge parts, no GPU
 
 Every OpInfo of `op_db` runs its sample inputs (a few dtypes, forward and backward) on `cuda` under a
 TorchDispatchMode that calls each aten operator once with `torch.cuda.set_sync_debug_mode("error")`:
@@ -12,8 +13,12 @@ autograd and composites: the ones the emulated device's dispatch key sees.
 Written: benchmarks/results/sync_debug_cuda.json (torch, GPU, per operator: samples that synchronized
 and samples that ran). --update-table rewrites cudashim/emulated/synchronizing.json, the table the
 emulated device enforces: an operator that synchronized on every sample becomes `always`; one that did
-on some keeps its condition from the current table, or is listed under `review` (not enforced) for a
-person to write its condition. Needs a GPU and no shim (CUDASHIM_DISABLE=1).
+on some, or on none while the table names it, keeps its condition from the current table (a condition
+is written by a person: `none:ARG`, `bool:ARG`, `device:ARG`; indexing with a mask synchronizes in its
+nonzero, which the device runs inside the CPU's indexing kernel, so the table names indexing itself);
+one that synchronized on some samples and is not in the table is listed under `review` (not enforced)
+for a person to write its condition. Measuring needs a GPU and no shim (CUDASHIM_DISABLE=1); several
+measured parts (`--ops` subsets run at once) are merged with `--from`.
 """
 
 from __future__ import annotations
@@ -101,18 +106,42 @@ def measure(patterns: list[str], samples: int, dtypes: list[str]) -> dict[str, A
     }
 
 
+def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from parts measured at once over disjoint operator subsets (same GPU and torch)."""
+    ops: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for name, r in part["ops"].items():
+            o = ops.setdefault(name, {"ran": 0, "synchronized": 0, "by": []})
+            o["ran"] += r["ran"]
+            o["synchronized"] += r["synchronized"]
+            o["by"] = sorted(set(o["by"]) | set(r["by"]))[:5]
+    first = parts[0]
+    return {"command": " ; ".join(p["command"] for p in parts), "date": first["date"], "host": first["host"],
+            "torch": first["torch"], "gpu": first["gpu"], "ops": dict(sorted(ops.items()))}
+
+
+def summarise(result: dict[str, Any], table: dict[str, Any]) -> None:
+    """The figures and table the docs quote (scripts/docs.py renders them)."""
+    synced = {n: r for n, r in result["ops"].items() if r["synchronized"]}
+    result["host"] = {"gpu": result["gpu"], "torch": result["torch"]}
+    result["figures"] = {"operators reached": len(result["ops"]), "operators that synchronized": len(synced)}
+    rules = {**table.get("ops", {}), **{n: "review (not enforced)" for n in table.get("review", {})}}
+    result["table"] = {"columns": ["operator", "synchronized / calls", "reached by (OpInfos)", "the device's rule"],
+                       "rows": [[n, f"{r['synchronized']} / {r['ran']}", r["by"][:3],
+                                 "its own kernel" if n in OWN else rules.get(n, "-")] for n, r in synced.items()]}
+
+
 def update_table(result: dict[str, Any]) -> dict[str, Any]:
     old = json.loads(TABLE.read_text())
     table, review = {}, {}
     for name, r in result["ops"].items():
-        if not r["synchronized"] or name in OWN:
+        if not r["synchronized"] or name in OWN or name in old["ops"]:
             continue
         if r["synchronized"] == r["ran"]:
             table[name] = "always"
-        elif name in old["ops"]:
-            table[name] = old["ops"][name]
         else:
             review[name] = f"synchronized on {r['synchronized']} of {r['ran']} calls"
+    table.update(old["ops"])
     return {"about": old["about"], "source": f"measured on {result['gpu']} with torch {result['torch']} "
             "(benchmarks/sync_debug_cuda.py)", "ops": table, "review": review}
 
@@ -123,14 +152,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=8, help="sample inputs per op, dtype and pass")
     ap.add_argument("--dtypes", nargs="*", default=[], help="dtype names; the first three the op supports when absent")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sync_debug_cuda.json")
+    ap.add_argument("--from", dest="parts", nargs="+", type=Path, default=[],
+                    help="merge these measured results instead of measuring")
     ap.add_argument("--update-table", action="store_true", help=f"rewrite {TABLE.relative_to(ROOT)}")
     a = ap.parse_args(argv)
-    import torch
+    if a.parts:
+        result = merge([json.loads(p.read_text()) for p in a.parts])
+    else:
+        import torch
 
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU and no shim: CUDASHIM_DISABLE=1 python benchmarks/sync_debug_cuda.py", file=sys.stderr)
-        return 2
-    result = measure(a.ops, a.samples, a.dtypes)
+        if not torch.cuda.is_available():
+            print("needs a CUDA GPU and no shim: CUDASHIM_DISABLE=1 python benchmarks/sync_debug_cuda.py", file=sys.stderr)
+            return 2
+        result = measure(a.ops, a.samples, a.dtypes)
+    summarise(result, json.loads(TABLE.read_text()))
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=1) + "\n")
     synced = {n: r for n, r in result["ops"].items() if r["synchronized"]}

@@ -109,10 +109,12 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 // When an operator of the synchronizing table (cudashim/emulated/synchronizing.json) synchronizes on
-// CUDA: always, when an argument is None (repeat_interleave without output_size), or when an argument
-// holds a boolean mask (indexing with one runs nonzero).
+// CUDA: always, when an argument is None (repeat_interleave without output_size), when an argument
+// holds a boolean mask (indexing with one runs nonzero), or when an argument is a tensor on the device
+// (a value read back with item(): masked_fill's value, linspace's ends; a CPU tensor there reads no
+// device memory).
 struct SyncRule {
-  enum class When { Always, ArgNone, ArgMask } when;
+  enum class When { Always, ArgNone, ArgMask, ArgOnDevice } when;
   size_t arg;
 };
 
@@ -148,7 +150,8 @@ void synchronizing_fallback(const c10::OperatorHandle& op, torch::jit::Stack* st
     const c10::IValue& v = (*stack)[stack->size() - schema.arguments().size() + it->second.arg];
     const auto when = it->second.when;
     if (when == SyncRule::When::Always || (when == SyncRule::When::ArgNone && v.isNone()) ||
-        (when == SyncRule::When::ArgMask && holds_mask(v))) {
+        (when == SyncRule::When::ArgMask && holds_mask(v)) ||
+        (when == SyncRule::When::ArgOnDevice && v.isTensor() && v.toTensor().device().type() == kType)) {
       synchronizing(schema.name().c_str());
     }
   }
@@ -254,9 +257,10 @@ void register_synchronizing(const std::vector<std::pair<std::string, std::string
       const auto colon = when.find(':');
       const std::string kind = when.substr(0, colon), arg = colon == std::string::npos ? "" : when.substr(colon + 1);
       const auto index = h->schema().argumentIndexWithName(arg);
-      TORCH_CHECK(index.has_value() && (kind == "none" || kind == "bool"), "the synchronizing table's entry ", name, ": '",
-                  when, "' is not always, none:ARG or bool:ARG with ARG an argument of ", h->schema());
-      rule = {kind == "none" ? SyncRule::When::ArgNone : SyncRule::When::ArgMask, static_cast<size_t>(*index)};
+      TORCH_CHECK(index.has_value() && (kind == "none" || kind == "bool" || kind == "device"), "the synchronizing table's entry ",
+                  name, ": '", when, "' is not always, none:ARG, bool:ARG or device:ARG with ARG an argument of ", h->schema());
+      rule = {kind == "none" ? SyncRule::When::ArgNone : kind == "bool" ? SyncRule::When::ArgMask : SyncRule::When::ArgOnDevice,
+              static_cast<size_t>(*index)};
     }
     sync_rules()[&h->schema()] = rule;
     lib->impl(name.substr(name.find("::") + 2).c_str(), torch::CppFunction::makeFromBoxedFunction<&synchronizing_fallback>());

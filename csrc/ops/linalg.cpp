@@ -23,7 +23,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd(const at::Tensor& A, bool ful
   return {as_device(std::move(U), index), as_device(std::move(S), index), as_device(std::move(Vh), index)};
 }
 
+// CUDA computes eig on the host (MAGMA's geev), so it synchronizes on every call; the table of
+// synchronizing operators reaches only operators without a kernel of the device's own, as this one is
 std::tuple<at::Tensor, at::Tensor> eig(const at::Tensor& A) {
+  synchronizing("aten::linalg_eig");
   const auto index = A.device().index();
   auto [values, vectors] = at::linalg_eig(host(A));
   return {as_device(std::move(values), index), as_device(vectors.contiguous(), index)};

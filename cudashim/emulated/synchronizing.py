@@ -15,7 +15,7 @@ TABLE = Path(__file__).with_name("synchronizing.json")
 
 
 def table(path: Path = TABLE) -> list[tuple[str, str]]:
-    """(operator, when) pairs: `aten::name[.overload]`, and `always`, `none:ARG` or `bool:ARG`."""
+    """(operator, when) pairs: `aten::name[.overload]`, and `always`, `none:ARG`, `bool:ARG` or `device:ARG`."""
     try:
         ops = json.loads(path.read_text())["ops"]
     except (OSError, ValueError, KeyError) as e:
@@ -24,8 +24,8 @@ def table(path: Path = TABLE) -> list[tuple[str, str]]:
     out = []
     for name, when in ops.items():
         kind, _, arg = str(when).partition(":")
-        if not name.startswith("aten::") or kind not in ("always", "none", "bool") or (kind == "always") == bool(arg):
-            raise CudashimError(f"{path}: entry {name!r}: {when!r} is not one of always, none:ARG, bool:ARG "
+        if not name.startswith("aten::") or kind not in ("always", "none", "bool", "device") or (kind == "always") == bool(arg):
+            raise CudashimError(f"{path}: entry {name!r}: {when!r} is not one of always, none:ARG, bool:ARG, device:ARG "
                                 "(ARG an argument of the operator's schema)")
         out.append((name, str(when)))
     return out

@@ -264,6 +264,39 @@ def sync_debug_flags_data_dependent_ops() -> None:
 
 
 @check
+def sync_debug_operators_as_measured_on_cuda() -> None:
+    # every operator CUDA was measured to synchronize on (benchmarks/sync_debug_cuda.py over PyTorch's
+    # operator database on a GPU) raises under sync debug mode "error" on the same OpInfos' samples,
+    # and no operator outside the measured list does
+    import json
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        from sync_debug_cuda import OWN, TABLE, measure
+    finally:
+        sys.path.remove(str(bench))
+    measured = json.loads((bench / "results" / "sync_debug_cuda.json").read_text())["ops"]
+    # the oracle is the measurement, not the device's table: operators that synchronized on every call
+    enforced = {n for n, r in measured.items() if r["ran"] and r["synchronized"] == r["ran"] and n not in OWN}
+    # allowed to synchronize: what did on some calls, the device's own copies, and indexing with a mask
+    # (CUDA synchronizes in its nonzero, which the device runs inside the CPU's indexing kernel)
+    masks = {n for n, when in json.loads(TABLE.read_text())["ops"].items() if when.startswith("bool:")}
+    known = {n for n, r in measured.items() if r["synchronized"]} | OWN | masks
+    opinfos = sorted({by for n in enforced for by in measured[n]["by"]})
+    got = measure(opinfos, samples=4, dtypes=[])["ops"]  # as measured
+    quiet = [f"{n} ({r['ran'] - r['synchronized']} of {r['ran']})" for n, r in got.items()
+             if n in enforced and r["synchronized"] != r["ran"]]
+    loud = [f"{n} ({r['synchronized']} of {r['ran']})" for n, r in got.items() if r["synchronized"] and n not in known]
+    unseen = sorted(enforced - set(got))
+    assert not quiet, f"did not synchronize where CUDA does: {quiet}"
+    assert not loud, f"synchronized where CUDA does not: {loud}"
+    assert not unseen, f"the OpInfos that reached these operators on CUDA did not reach them here: {unseen}"
+
+
+@check
 def jit_script_factory() -> None:
     @torch.jit.script
     def make(n: int) -> torch.Tensor:
