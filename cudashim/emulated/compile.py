@@ -246,7 +246,7 @@ def _lower_flex_on_host() -> None:
                     "template (the CPU's) computes no log-sum-exp or max scores, so no backward through the "
                     "compiled attention and no return_lse / return_aux; run flex_attention without compiling "
                     "it (eager), or use scaled_dot_product_attention, or run under torch.no_grad() for "
-                    "inference [capability torch_compile]")
+                    "inference [capability triton_kernels]")
             options["OUTPUT_LOGSUMEXP"] = options["OUTPUT_MAX"] = False
         return lower_cpu(*args[:6], options, *args[7:], **kwargs)
 
