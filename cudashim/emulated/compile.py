@@ -131,6 +131,11 @@ def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Ca
         if is_active():
             _partition_for_graphs(b, mod)
 
+    def lowering(mod: Any) -> None:
+        if is_active():
+            _variance_as_the_cpu(b, mod)
+
+    when_imported("torch._inductor.lowering", lowering)
     when_imported("torch._inductor.kernel.flex.flex_attention", flex_lowering)
     when_imported("torch._inductor.scheduler", scheduler)
     when_imported("torch._inductor.utils", inductor_utils)
@@ -182,6 +187,25 @@ def _registered_current_stream(mod: Any) -> list[Any]:
     var = mod.LazyVariableTracker.create(stream, source=source)
     var.user_object_index = index
     return [var]
+
+
+def _variance_as_the_cpu(b: Any, mod: Any) -> None:
+    """var/var_mean (LayerNorm's statistics) lowered as for the CPU: in two passes below the CPU's size
+    threshold, Welford's otherwise. Lowered as for CUDA (Welford's always, where Triton would run) the
+    device's compiled training steps round differently from the same program compiled for the CPU."""
+    from torch._inductor import config
+
+    original = mod.use_two_step_variance
+
+    def use_two_step_variance(x: Any, *args: Any, **kwargs: Any) -> Any:
+        device = x.get_device()
+        if device is not None and device.type != "cpu" and device.type in _HOST_TYPES:
+            # the threshold a device that is neither the CPU nor Triton's gets, set to the CPU's
+            with config.patch(unroll_reductions_threshold=config.cpp.use_two_step_variance_threshold):
+                return original(x, *args, **kwargs)
+        return original(x, *args, **kwargs)
+
+    b.bind(mod, "use_two_step_variance", use_two_step_variance)
 
 
 _asking_partition = threading.local()

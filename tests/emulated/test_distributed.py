@@ -85,15 +85,9 @@ def test_fsdp2_on_two_ranks_equals_its_cpu_twin() -> None:
 def test_fsdp2_compiled_attention_model_equals_its_cpu_twin(tmp_path) -> None:  # noqa: ANN001 - pytest fixture
     """FSDP2 over 2 ranks: meta-device parameters, random init by DTensor's RNG tracker, compiled blocks with
     scaled_dot_product_attention; the losses equal the same program's on CPU tensors with Gloo (plain
-    torch), started from the weights the device run drew (the CPU has no DTensor RNG tracker): the first
-    to the last bit, the later ones to float32 rounding."""
+    torch), started from the weights the device run drew (the CPU has no DTensor RNG tracker)."""
     weights = str(tmp_path / "init.pt")
     device = _losses(_two_ranks("_fsdp_compile_worker.py", "cuda", weights))
     want = _cpu_twin_losses("_fsdp_compile_worker.py", weights)
-    import ast
-
-    for rank in want:
-        got, ref = ast.literal_eval(device[rank]), ast.literal_eval(want[rank])
-        assert len(got) == len(ref) == 3 and got[0] == ref[0], (device, want)  # the first forward: to the last bit
-        # after a compiled backward and a step: float32 rounding apart at most (one ulp seen at the second step)
-        assert all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(got, ref)), (device, want)
+    # the same CPU kernels, compiled alike, two-rank sums: equal to the last bit
+    assert device == want, (device, want)
