@@ -250,6 +250,29 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // Stream.wait_stream(other) on stream ids of one device: a capture on `other` extends to the waiting stream
   m.def("capture_join", [](py::handle device, int64_t from, int64_t to) { capture_join(index_arg(device), from, to); });
   m.def("register_generator", &register_generator);
+  // private pools (graphs/pools.cpp): torch._C's allocator-pool hooks that Inductor's CUDA graph trees call
+  using Pool = c10::MempoolId_t;
+  auto storage = [](intptr_t p) { return reinterpret_cast<c10::StorageImpl*>(p); };  // torch's cdata of a storage
+  m.def("pool_begin_thread", [](py::handle d, Pool id) { mempool_begin_thread(index_arg(d), id); });
+  m.def("pool_end_thread", [](py::handle d, Pool id) { mempool_end_thread(index_arg(d), id); });
+  m.def("pool_retain", [](py::handle d, Pool id) { mempool_retain(index_arg(d), id); });
+  m.def("pool_release", [](py::handle d, Pool id) { mempool_release(index_arg(d), id); });
+  m.def("pool_allocated", [](py::handle d, Pool id) { return mempool_allocated(index_arg(d), id); });
+  m.def("pool_set_state", [storage](py::handle d, Pool id, const std::vector<int64_t>& allocated,
+                                    const std::vector<intptr_t>& take_back) {
+    std::vector<c10::StorageImpl*> s;
+    for (intptr_t p : take_back) s.push_back(storage(p));
+    mempool_set_state(index_arg(d), id, allocated, s);
+  });
+  m.def("pool_raw_delete", [](intptr_t p) { return mempool_raw_delete(reinterpret_cast<void*>(p)); });
+  m.def("free_and_remove_deleter", [storage](intptr_t p) { free_and_remove_deleter(storage(p)); });
+  m.def("has_standard_deleter", [storage](intptr_t p) { return has_standard_deleter(storage(p)); });
+  m.def("set_storage_access_error_msg", [](const at::Tensor& t, std::string msg) {
+    t.unsafeGetTensorImpl()->release_storage_and_set_meta_custom_data_ptr_error_msg_(std::move(msg));
+  });
+  m.def("set_storage_data_ptr_access_error_msg", [storage](intptr_t p, std::string msg) {
+    storage(p)->release_data_and_set_meta_custom_data_ptr_error_msg_(std::move(msg));
+  });
   // the simulated NPU's operator table (ops/npu_coverage.cpp): set once, before register_operators
   // (which kernels the device registers directly depends on it) and before the first operator runs
   m.def("set_npu_native", [](const std::vector<std::string>& names, const std::vector<std::string>& sparse) {

@@ -11,6 +11,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <array>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -188,5 +189,31 @@ at::Tensor capture_call(const char* name, std::vector<c10::IValue> args);
 bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocking);  // true: run it now too
 at::Tensor capture_note(at::Tensor t);  // memory allocated while a capture is open is the graph's
 void register_generator(const at::Generator& g);
+// the private pool of the capture recording the calling thread's current stream, if any
+std::optional<c10::MempoolId_t> capture_pool_here(c10::DeviceIndex device);
+
+// pools.cpp: private memory pools (CUDA graph pools): allocations go to a pool while a capture into it
+// records the thread's stream or the thread has begun allocating to it; a freed block of a live pool
+// is kept (reserved, not allocated), never handed to another allocation; the pool's last user
+// (retain/release: graphs, begun threads) gives its kept blocks back
+int64_t mempool_take(c10::DeviceIndex device, void* data, void* ctx, bool adopted);  // the pool's tag, or 0
+bool mempool_owner_gone(int64_t tag, void* data);  // true: the pool keeps the block (uncounted)
+void mempool_retain(c10::DeviceIndex device, c10::MempoolId_t id);
+void mempool_release(c10::DeviceIndex device, c10::MempoolId_t id);
+void mempool_begin_thread(c10::DeviceIndex device, c10::MempoolId_t id);
+void mempool_end_thread(c10::DeviceIndex device, c10::MempoolId_t id);
+bool mempool_holds(c10::DeviceIndex device, c10::MempoolId_t id, const void* p);
+std::vector<int64_t> mempool_allocated(c10::DeviceIndex device, c10::MempoolId_t id);  // a checkpoint
+// the pool back to a checkpoint's allocated blocks; take_back: storages over them that get their deleter
+void mempool_set_state(c10::DeviceIndex device, c10::MempoolId_t id, const std::vector<int64_t>& allocated,
+                       const std::vector<c10::StorageImpl*>& take_back);
+bool mempool_raw_delete(void* p);  // false: not a pool's block
+void free_and_remove_deleter(c10::StorageImpl* s);  // the storage lets its block go and keeps no deleter
+bool has_standard_deleter(const c10::StorageImpl* s);
+// allocator.cpp, for pools.cpp: a pool block's counting, its return to the device, its owner's DataPtr
+void pool_block_count(void* ctx, bool adopted, bool on);
+void pool_block_return(void* ctx, bool adopted);
+c10::DataPtr pool_block_owner(void* ctx, bool adopted, c10::DeviceIndex device);
+bool is_device_deleter(c10::DeleterFnPtr d);
 
 }  // namespace cudashim

@@ -135,7 +135,11 @@ void wait_for_work(const torch::jit::Stack& stack) {
 class Graph final : public at::GraphImplInterface {
  public:
   explicit Graph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
-  ~Graph() override { close(); }
+  ~Graph() override {
+    close();
+    nodes_.clear();
+    let_go_of_pool();
+  }
 
   void capture_begin(at::MempoolId_t pool, at::GraphCaptureMode mode) override {
     TORCH_CHECK(!has_capture_, "This CUDAGraph instance already owns a captured graph. To capture a new graph, "
@@ -164,11 +168,14 @@ class Graph final : public at::GraphImplInterface {
       open_ = true;
       g_open.fetch_add(1);
     }
+    mempool_retain(device, pool_);  // the capture allocates to the pool; the graph uses it until reset()
+    retained_ = true;
   }
 
   void capture_end() override {
     TORCH_CHECK(open_, "Called CUDAGraph::capture_end without a preceding capture_begin");
     close();
+    detach_from_pool_memory();
     owned_.clear();
     if (!invalidated_.empty()) {
       nodes_.clear();
@@ -212,6 +219,7 @@ class Graph final : public at::GraphImplInterface {
     close();
     nodes_.clear();
     has_capture_ = has_exec_ = false;
+    let_go_of_pool();
   }
 
   at::MempoolId_t pool() const override { return pool_; }
@@ -249,7 +257,59 @@ class Graph final : public at::GraphImplInterface {
                     }), g_streams.end());
   }
 
+  void let_go_of_pool() {
+    if (!retained_) return;
+    retained_ = false;
+    mempool_release(device_, pool_);
+  }
+
+  // The recorded calls' tensors over the memory of the graph's pool (allocated during the capture, or
+  // before it into the same pool: Inductor's CUDA graph trees copy inputs there) get storages of the
+  // graph's own, which do not own that memory (the pool keeps it while the graph uses the pool): the
+  // program's tensors over it can be freed, or their storages invalidated (the trees do both), and
+  // replay still reads and writes the memory, as CUDA's graph does its addresses.
+  void detach_from_pool_memory() {
+    std::unordered_map<const c10::StorageImpl*, c10::Storage> storages;
+    std::unordered_map<const c10::TensorImpl*, at::Tensor> tensors;
+    auto detach = [&](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined() || t.device().type() != kType || !t.has_storage()) return t;
+      const c10::Storage& s = t.storage();
+      if (!mempool_holds(device_, pool_, s.data())) return t;  // not the pool's: the graph keeps its owner
+      auto seen = tensors.find(t.unsafeGetTensorImpl());
+      if (seen != tensors.end()) return seen->second;
+      auto it = storages.find(s.unsafeGetStorageImpl());
+      if (it == storages.end()) {
+        c10::Storage own(c10::Storage::use_byte_size_t(), s.nbytes(),
+                         c10::DataPtr(const_cast<void*>(s.data()), t.device()), nullptr, false);
+        it = storages.emplace(s.unsafeGetStorageImpl(), std::move(own)).first;
+      }
+      at::Tensor d = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(it->second), t.key_set(), t.dtype());
+      d.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+      tensors.emplace(t.unsafeGetTensorImpl(), d);
+      return d;
+    };
+    auto detach_value = [&](c10::IValue& v) {
+      if (v.isTensor()) {
+        v = detach(v.toTensor());
+      } else if (v.isTensorList()) {
+        auto list = v.toTensorList();
+        for (size_t i = 0; i < list.size(); ++i) list.set(i, detach(list.get(i)));
+      } else if (v.isList()) {  // Tensor?[] (index_put_'s indices)
+        auto list = v.toList();
+        for (size_t i = 0; i < list.size(); ++i) {
+          const c10::IValue e = list.get(i);
+          if (e.isTensor()) list.set(i, detach(e.toTensor()));
+        }
+      }
+    };
+    for (Node& n : nodes_) {
+      for (c10::IValue& v : n.args) detach_value(v);
+      for (c10::IValue& v : n.outs) detach_value(v);
+    }
+  }
+
   bool keep_graph_;
+  bool retained_ = false;  // this graph is a user of pool_ (capture_begin until reset() or its end)
   bool has_capture_ = false, has_exec_ = false, debug_ = false;
   bool open_ = false;  // capture_begin..capture_end (under g_capture_mutex)
   at::GraphCaptureMode mode_ = at::GraphCaptureMode::Global;
@@ -277,6 +337,16 @@ void check_generator(const c10::IValue& v, c10::DeviceIndex device) {
 bool capturing() { return t_running == 0 && capture_here() != nullptr; }
 bool capture_underway() { return capture_here() != nullptr; }
 bool capture_open() { return g_open.load() != 0; }
+
+std::optional<c10::MempoolId_t> capture_pool_here(c10::DeviceIndex device) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return std::nullopt;
+  const c10::StreamId s = current_stream_id(device);
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  for (const CaptureStream& c : g_streams) {
+    if (c.device == device && c.stream == s) return c.graph->pool();
+  }
+  return std::nullopt;
+}
 
 void capture_refuse(const char* what) {
   if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;

@@ -21,21 +21,31 @@ namespace {
 
 
 // The choice reads only shapes, dtypes and flags. Under torch.compile the arguments are FakeTensors,
-// whose memory must not be touched: the CPU is asked with empty CPU tensors of the same layout.
-at::Tensor ask(const at::Tensor& t) {
-  if (!t.key_set().has(c10::DispatchKey::Python)) return host(t);
-  at::Tensor p = at::empty_strided_symint(t.sym_sizes(), t.sym_strides(), t.options().device(c10::kCPU));
+// whose memory must not be touched and whose sizes may be symbolic (dynamic shapes): the CPU's choice
+// is asked with meta tensors of the same layout, which hold symbolic sizes as they are (a CPU tensor
+// cannot), through the CPU's kernel of the choice (the meta operator answers "math" for any device).
+at::Tensor ask(const at::Tensor& t, bool fake) {
+  if (!fake) return host(t);
+  at::Tensor p = at::empty_strided_symint(t.sym_sizes(), t.sym_strides(), t.options().device(c10::kMeta));
   if (t.requires_grad()) p.set_requires_grad(true);
   return p;
 }
 
 int64_t choose(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
                double dropout, bool causal, std::optional<double> scale, bool gqa) {
+  const bool fake = q.key_set().has(c10::DispatchKey::Python);
   // asking the CPU is not part of the program: a tracing mode (AOTAutograd) must not record it
   c10::impl::ExcludeDispatchKeyGuard no_modes(
       c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-  std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(ask(*mask)) : std::nullopt;
-  const int64_t choice = at::_fused_sdp_choice(ask(q), ask(k), ask(v), m, dropout, causal, scale, gqa);  // the CPU's
+  std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(ask(*mask, fake)) : std::nullopt;
+  int64_t choice = 0;
+  if (fake) {  // the CPU's kernel of the choice (its portable build: the choice reads no data)
+    const auto cpu_choice = decltype(at::native::_fused_sdp_choice_stub)::DEFAULT;
+    TORCH_INTERNAL_ASSERT(cpu_choice != nullptr, "cudashim: the CPU's SDPA choice is not registered");
+    choice = cpu_choice(ask(q, true), ask(k, true), ask(v, true), m, dropout, causal, scale, gqa);
+  } else {
+    choice = at::_fused_sdp_choice(host(q), host(k), host(v), m, dropout, causal, scale, gqa);  // the CPU's
+  }
   const auto flash_ = static_cast<int64_t>(at::SDPBackend::flash_attention);
   return choice == flash_ && m.has_value() ? static_cast<int64_t>(at::SDPBackend::overrideable) : choice;
 }

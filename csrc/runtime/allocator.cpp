@@ -164,10 +164,12 @@ struct Header {
   Header* next;      // the next cached block of its class
   void* model;       // its block in the caching-allocator model (cache_model.cpp), while live
   int64_t mapped;    // 1: an mmap of its own (reserve on demand), unmapped when released
+  int64_t mempool;   // the private pool (pools.cpp) it was allocated to, or 0
 };
 static_assert(sizeof(Header) <= kHeader, "the header must fit below the data");
 constexpr uint64_t kMagic = 0x63756461736869ULL;  // "cudashi"
 constexpr uint64_t kCached = 0x6361636865640aULL;
+constexpr uint64_t kPoolKept = 0x706f6f6c6b6570ULL;  // freed into a private pool, which keeps it
 
 Header* header_of(void* data) { return reinterpret_cast<Header*>(static_cast<char*>(data) - kHeader); }
 void* data_of(Header* h) { return reinterpret_cast<char*>(h) + kHeader; }
@@ -299,6 +301,7 @@ void* allocate_block(c10::DeviceIndex pool, size_t n) {
   h->magic = kMagic;
   h->counted = size;
   h->model = model;
+  h->mempool = mempool_take(pool, data_of(h), data_of(h), false);
   auto& s = g_stats[pool];
   s.own_total.fetch_add(size);
   s.own_num_alloc.fetch_add(1);
@@ -307,17 +310,21 @@ void* allocate_block(c10::DeviceIndex pool, size_t n) {
   return data_of(h);
 }
 
-void give_back(Header* h) {
-  TORCH_INTERNAL_ASSERT(h->magic == kMagic, "cudashim: device memory freed twice or not ours");
+// a block no longer counted in memory_allocated() (freed, or kept by a private pool)
+void uncount(Header* h) {
   auto& s = g_stats[h->pool];
   s.own_freed.fetch_add(h->counted);
   s.own_num_free.fetch_add(1);
   count_free(static_cast<c10::DeviceIndex>(h->pool), h->counted);
-  h->magic = kCached;
   if (h->model != nullptr) {
     model_free(static_cast<c10::DeviceIndex>(h->pool), h->model);
     h->model = nullptr;
   }
+}
+
+// an uncounted block back to its device's cache, or to the host
+void recycle(Header* h) {
+  h->magic = kCached;
   if (cached_size(h->capacity)) {
     Pool& p = g_pools[h->pool];
     int64_t capacity = 0;
@@ -332,6 +339,13 @@ void give_back(Header* h) {
     g_cached_total.fetch_sub(h->capacity);
   }
   release_block(h);
+}
+
+void give_back(Header* h) {
+  TORCH_INTERNAL_ASSERT(h->magic == kMagic || h->magic == kPoolKept, "cudashim: device memory freed twice or not ours");
+  if (h->mempool != 0 && mempool_owner_gone(h->mempool, data_of(h))) return;  // its pool keeps it
+  if (h->magic == kMagic) uncount(h);  // (a pool's block it had uncounted is not counted twice)
+  recycle(h);
 }
 
 // the deleter of the device's blocks (context == data, as raw_deallocate() requires)
@@ -450,10 +464,12 @@ struct Adopted {
   int64_t size;
   c10::DeviceIndex device;
   void* model;  // its block in the caching-allocator model, when active
+  int64_t mempool;  // the private pool (pools.cpp) it was allocated to, or 0
 };
 
 void release_adopted(void* ctx) {
   auto* a = static_cast<Adopted*>(ctx);
+  if (a->mempool != 0 && mempool_owner_gone(a->mempool, a->ptr)) return;  // its pool keeps it
   if (a->model != nullptr) model_free(a->device, a->model);
   count_free(a->device, a->size);
   g_cpu_deleter(a->ptr);
@@ -567,7 +583,9 @@ bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index) {
   }
   count_alloc(index, size);  // reserved too while it lives (Counters), not cached when freed
   void* p = dp.release_context();
-  dp = c10::DataPtr(p, new Adopted{p, size, index, model}, &release_adopted, c10::Device(kType, index));
+  auto* a = new Adopted{p, size, index, model, 0};
+  dp = c10::DataPtr(p, a, &release_adopted, c10::Device(kType, index));
+  a->mempool = mempool_take(index, p, a, true);
   observe(index, static_cast<int64_t>(nbytes));
   return true;
 }
@@ -632,5 +650,61 @@ void empty_host_cache() {
     g_host.cached[c] = 0;
   }
 }
+
+}  // namespace cudashim
+
+namespace cudashim {
+
+// A private pool's block (pools.cpp): counted in memory_allocated() while allocated in the pool's
+// state; a block the pool keeps uncounted stays reserved (held) until it leaves the device.
+void pool_block_count(void* ctx, bool adopted, bool on) {
+  if (adopted) {
+    auto* a = static_cast<Adopted*>(ctx);
+    auto& s = g_stats[a->device];
+    if (on) {
+      count_alloc(a->device, a->size);
+      s.held_released.fetch_add(a->size);
+      s.held_num_free.fetch_add(1);
+    } else {
+      if (a->model != nullptr) model_free(a->device, a->model);
+      a->model = nullptr;
+      count_free(a->device, a->size);
+      s.held_total.fetch_add(a->size);
+      s.held_num_alloc.fetch_add(1);
+    }
+    return;
+  }
+  Header* h = header_of(ctx);
+  if (on) {
+    auto& s = g_stats[h->pool];
+    s.own_total.fetch_add(h->counted);
+    s.own_num_alloc.fetch_add(1);
+    count_alloc(static_cast<c10::DeviceIndex>(h->pool), h->counted);
+    h->magic = kMagic;
+  } else {
+    uncount(h);
+    h->magic = kPoolKept;
+  }
+}
+
+void pool_block_return(void* ctx, bool adopted) {
+  if (adopted) {
+    auto* a = static_cast<Adopted*>(ctx);
+    auto& s = g_stats[a->device];
+    s.held_released.fetch_add(a->size);
+    s.held_num_free.fetch_add(1);
+    g_cpu_deleter(a->ptr);
+    delete a;
+    return;
+  }
+  recycle(header_of(ctx));
+}
+
+c10::DataPtr pool_block_owner(void* ctx, bool adopted, c10::DeviceIndex device) {
+  if (adopted) return c10::DataPtr(static_cast<Adopted*>(ctx)->ptr, ctx, &release_adopted, c10::Device(kType, device));
+  return c10::DataPtr(ctx, ctx, &release, c10::Device(kType, device));
+}
+
+bool is_device_deleter(c10::DeleterFnPtr d) { return d == &release || d == &release_adopted; }
 
 }  // namespace cudashim

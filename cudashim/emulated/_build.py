@@ -39,7 +39,7 @@ SOURCES = ("runtime/devices.cpp", "runtime/allocator.cpp", "runtime/cache_model.
            "ops/views.cpp", "ops/kernels.cpp", "ops/fallback.cpp", "ops/direct.cpp", "ops/amp.cpp", "ops/sdpa.cpp",
            "ops/rnn.cpp", "ops/linalg.cpp", "ops/npu_coverage.cpp",
            "distributed/collectives.cpp", "distributed/ddp_timer.cpp",
-           "graphs/graph.cpp",
+           "graphs/graph.cpp", "graphs/pools.cpp",
            "module.cpp")
 _HEADERS = ("shim.h", "ops/call.h")
 _loaded: dict[str, ModuleType] = {}

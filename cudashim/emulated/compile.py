@@ -11,6 +11,7 @@ stream), and Dynamo's CUDA interface reports no Triton-capable GPU.
 from __future__ import annotations
 
 import collections
+import threading
 from typing import Any, Callable
 
 from . import graph_kernels
@@ -122,6 +123,21 @@ def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Ca
         if is_active():
             _lazy_current_stream(b, mod, is_active)
 
+    def flex_lowering(mod: Any) -> None:
+        if is_active():
+            _lower_flex_on_host()
+
+    def scheduler(mod: Any) -> None:
+        if is_active():
+            _partition_for_graphs(b, mod)
+
+    def lowering(mod: Any) -> None:
+        if is_active():
+            _variance_as_the_cpu(b, mod)
+
+    when_imported("torch._inductor.lowering", lowering)
+    when_imported("torch._inductor.kernel.flex.flex_attention", flex_lowering)
+    when_imported("torch._inductor.scheduler", scheduler)
     when_imported("torch._inductor.utils", inductor_utils)
     when_imported("torch._inductor.compile_fx", compile_fx)
     when_imported("torch._dynamo.device_interface", device_interface)
@@ -173,6 +189,105 @@ def _registered_current_stream(mod: Any) -> list[Any]:
     return [var]
 
 
+def _variance_as_the_cpu(b: Any, mod: Any) -> None:
+    """var/var_mean (LayerNorm's statistics) lowered as for the CPU: in two passes below the CPU's size
+    threshold, Welford's otherwise. Lowered as for CUDA (Welford's always, where Triton would run) the
+    device's compiled training steps round differently from the same program compiled for the CPU."""
+    from torch._inductor import config
+
+    original = mod.use_two_step_variance
+
+    def use_two_step_variance(x: Any, *args: Any, **kwargs: Any) -> Any:
+        device = x.get_device()
+        if device is not None and device.type != "cpu" and device.type in _HOST_TYPES:
+            # the threshold a device that is neither the CPU nor Triton's gets, set to the CPU's
+            with config.patch(unroll_reductions_threshold=config.cpp.use_two_step_variance_threshold):
+                return original(x, *args, **kwargs)
+        return original(x, *args, **kwargs)
+
+    b.bind(mod, "use_two_step_variance", use_two_step_variance)
+
+
+_asking_partition = threading.local()
+
+
+def _partition_for_graphs(b: Any, mod: Any) -> None:
+    """CUDA graphs (mode="reduce-overhead") wrap the partitions of a compiled graph that hold GPU work;
+    Inductor asks each node is_gpu(), which the cuda device answers no (its kernels are C++, scheduled as
+    the CPU's). Asked by the partitioner, a node on the device answers yes: its calls are recorded and
+    replayed by the device's graphs, as a GPU's kernels are by CUDA's."""
+    should_partition, is_gpu = mod.Scheduler.should_partition, mod.BaseSchedulerNode.is_gpu
+
+    def partition(self: Any, node: Any, *args: Any, **kwargs: Any) -> Any:
+        outer = getattr(_asking_partition, "on", False)
+        _asking_partition.on = True
+        try:
+            return should_partition(self, node, *args, **kwargs)
+        finally:
+            _asking_partition.on = outer
+
+    def node_is_gpu(self: Any) -> bool:
+        if getattr(_asking_partition, "on", False):
+            device = self.get_device()
+            if device is not None and device.type == "cuda":
+                return True
+        return is_gpu(self)
+
+    b.bind(mod.Scheduler, "should_partition", partition)
+    b.bind(mod.BaseSchedulerNode, "is_gpu", node_is_gpu)
+
+
+_saved_flex: list[tuple[Any, Any]] = []
+
+
+def _lower_flex_on_host() -> None:
+    """flex_attention on the device's tensors lowers to Inductor's C++ template (the CPU's), not the
+    Triton one, which needs a GPU. The C++ template computes the attention only, as on the CPU: where
+    the compiled program uses the log-sum-exp (a backward through it, return_lse / return_aux), the
+    lowering refuses with a CapabilityError naming the ways out; where nothing reads it (grad mode on
+    but no input requires grad), it is not computed."""
+    import torch
+    from torch._inductor import lowering
+
+    hop = torch.ops.higher_order.flex_attention
+    original = lowering.lowerings.get(hop)
+    if original is None or _saved_flex:
+        return
+
+    def flex_attention(*args: Any, **kwargs: Any) -> Any:
+        device = args[0].get_device()
+        if device is None or device.type == "cpu" or device.type not in _HOST_TYPES:
+            return original(*args, **kwargs)
+        from torch._inductor.kernel.flex.flex_cpu import lower_cpu
+
+        options = dict(args[6])
+        if options.get("OUTPUT_LOGSUMEXP") or options.get("OUTPUT_MAX"):
+            if _aux_outputs_read():
+                from ..errors import CapabilityError
+
+                raise CapabilityError(
+                    f"torch.compile of flex_attention on the emulated {device.type} device: Inductor's C++ "
+                    "template (the CPU's) computes no log-sum-exp or max scores, so no backward through the "
+                    "compiled attention and no return_lse / return_aux; run flex_attention without compiling "
+                    "it (eager), or use scaled_dot_product_attention, or run under torch.no_grad() for "
+                    "inference [capability triton_kernels]")
+            options["OUTPUT_LOGSUMEXP"] = options["OUTPUT_MAX"] = False
+        return lower_cpu(*args[:6], options, *args[7:], **kwargs)
+
+    lowering.lowerings[hop] = flex_attention
+    _saved_flex.append((hop, original))
+
+
+def _aux_outputs_read() -> bool:
+    """Whether the flex_attention node being lowered has its log-sum-exp or max read (getitem 1, 2)."""
+    import operator
+
+    from torch._inductor.virtualized import V
+
+    node = V.graph.current_node
+    return any(u.target is operator.getitem and u.args[1] != 0 for u in node.users)
+
+
 def use_cpp_backend(device: str = "cuda") -> None:
     """Tell Inductor the emulated devices' kernels are C++: get_current_backend() answers
     config.cuda_backend for every device type but cpu/mps/xpu (cuda and npu alike), and with "triton"
@@ -222,6 +337,10 @@ def restore_gpu_types() -> None:
     if _saved_is_cpu:
         sys.modules["torch._inductor.scheduler"].BaseSchedulerNode.is_cpu = _saved_is_cpu.pop()
     _HOST_TYPES.discard("cuda")
+    lowering = sys.modules.get("torch._inductor.lowering")
+    while _saved_flex and lowering is not None:
+        hop, original = _saved_flex.pop()
+        lowering.lowerings[hop] = original
     mod = sys.modules.get("torch._inductor.utils")
     saved = getattr(mod, "_cudashim_gpu_types", None)
     if mod is not None and saved is not None and "cuda" not in mod.GPU_TYPES:

@@ -12,10 +12,9 @@ Choices, where CUDA leaves a choice or the host differs:
     are recorded, from any thread (the autograd engine's device thread works on the forward's stream);
     other threads' work on their own streams runs. capture_error_mode decides where a synchronizing
     call is refused (csrc/graphs/graph.cpp).
-  * a graph holds every tensor its recorded calls use: pool memory is not reused while the graph
-    lives and counts in memory_reserved() — and in memory_allocated(), unlike CUDA, whose blocks
-    freed inside a private pool stay reserved only. Graphs sharing a pool never reuse each other's
-    memory (more memory than CUDA; never a wrong result).
+  * a capture allocates to its graph's private pool (csrc/graphs/pools.cpp): a block the program
+    frees stays reserved, not allocated, while the pool has a graph, as on CUDA, and is not handed
+    out again — not even to the same pool (more memory than CUDA; never a wrong result).
   * the device's default generators are graph-safe: each replay draws new numbers.
   * torch.compile's C++ kernels are called from Python, past the dispatcher: under capture they go
     through a recordable operator (graph_kernels.py), so replay re-runs them too.
@@ -27,7 +26,7 @@ import itertools
 from typing import Any
 
 from ..errors import CapabilityError
-from . import graph_kernels
+from . import graph_kernels, graph_trees
 
 __all__ = ["bind"]
 
@@ -71,13 +70,6 @@ def _graph_class(torch: Any, core: Any) -> type:
     return CUDAGraph
 
 
-def _refuse_cudagraph_trees() -> bool:
-    raise CapabilityError("torch.compile(mode=\"reduce-overhead\") on the emulated device: Inductor's CUDA graph "
-                          "trees need CUDA's caching-allocator pools; compile with mode=\"default\" or "
-                          "\"max-autotune-no-cudagraphs\", and capture with torch.cuda.graph / CUDAGraph yourself, "
-                          "which the device emulates [capability cuda_graphs]")
-
-
 def graph_pool_handle() -> tuple[int, int]:
     """A new pool id: (0, n), as CUDA's handles are (graph-owned pools are (n, 0))."""
     return (0, next(_handles))
@@ -107,9 +99,6 @@ def bind(bindings: Any, torch: Any, core: Any) -> None:
         bindings.bind(torch.cuda, name, value, f"torch.cuda.{name}", "emulated")
     for name in ("CUDAGraph", "graph_pool_handle", "is_current_stream_capturing"):
         bindings.bind(tgraphs, name, table[name])
-    if not hasattr(torch._C, "_cuda_cudaCachingAllocator_is_enabled"):
-        # the first thing Inductor's CUDA graph trees ask (mode="reduce-overhead"): they need the caching
-        # allocator's private pools and checkpoints, which this device does not have
-        bindings.bind(torch._C, "_cuda_cudaCachingAllocator_is_enabled", _refuse_cudagraph_trees)
+    graph_trees.bind(bindings, torch, core)  # Inductor's CUDA graph trees (mode="reduce-overhead")
     if not hasattr(torch._C, "_host_emptyCache"):  # torch.cuda.graph's __enter__ calls it; a CPU build lacks it
         bindings.bind(torch._C, "_host_emptyCache", lambda: None)

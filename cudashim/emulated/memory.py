@@ -182,7 +182,8 @@ def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable
         return int(core.raw_alloc(int(size), core.current_device()))
 
     def raw_delete(ptr: int) -> None:
-        core.raw_delete(int(ptr))
+        if not core.pool_raw_delete(int(ptr)):  # a private pool's block goes back to its pool
+            core.raw_delete(int(ptr))
 
     def memory_snapshot(arg: Any = None) -> dict[str, Any]:
         return {"segments": table.segments(), "device_traces": [[] for _ in range(core.device_count())],

@@ -99,7 +99,9 @@ TABLE: tuple[Capability, ...] = (
          ascend=Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
          cpu=Entry(E, RAISE_CALL, "L3", "the emulated device records the calls of a capture at its dispatcher and "
                    "replays them in C++ on the captured memory (tests/emulated/test_graphs.py; nano-vllm with "
-                   "enforce_eager=False); CUDA's capture errors where CUDA raises them")),
+                   "enforce_eager=False); CUDA's capture errors where CUDA raises them; torch.compile's "
+                   "mode=\"reduce-overhead\" (Inductor's CUDA graph trees) over the device's private pools "
+                   "(tests/emulated/test_compile.py)")),
     _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
          ascend=Entry(U, RAISE_CALL, "L1s", "keep_graph=True is accepted and dropped (NPU graphs exist only "

@@ -1,7 +1,8 @@
 """NCCL-written collectives on cuda tensors over 2 ranks: flat all_gather_into_tensor (legal on
 NCCL, refused by Gloo on the alias layer), reduce_scatter_tensor, all_reduce, barrier(device_ids),
 a DDP step (its C++ reducer calls the process group with cuda buckets) and FSDP2 training steps
-whose losses equal the same program's on CPU tensors with Gloo under plain torch."""
+(one of them with DTensor random init and compiled attention blocks) whose losses equal the same
+program's on CPU tensors with Gloo under plain torch."""
 
 from __future__ import annotations
 
@@ -53,16 +54,15 @@ def _losses(stdout: str) -> dict[str, str]:
                 if line.startswith("rank ") and " ok losses " in line)
 
 
-def test_fsdp2_on_two_ranks_equals_its_cpu_twin() -> None:
+def _cpu_twin_losses(worker: str, *args: str) -> dict[str, str]:
+    """The oracle: the same program on CPU tensors with Gloo over 2 ranks, plain torch (no shim)."""
     import os
     import subprocess
 
-    device = _losses(_two_ranks("_fsdp_worker.py", "cuda"))
-    # the oracle: the same program on CPU tensors with Gloo, plain torch (no shim)
     env = dict(os.environ, CUDASHIM_DISABLE="1")
     for _attempt in range(3):
         cpu = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                              str(HERE / "_fsdp_worker.py"), "cpu"], env=env, capture_output=True, text=True, timeout=600)
+                              str(HERE / worker), "cpu", *args], env=env, capture_output=True, text=True, timeout=900)
         # plain torch itself (no shim here) sometimes aborts at interpreter exit after a backward,
         # "terminate called without an active exception" (pytorch/pytorch#190489; the device side
         # flushes its autograd threads at exit, csrc/runtime/exit.cpp): that run is repeated, nothing else is
@@ -71,5 +71,23 @@ def test_fsdp2_on_two_ranks_equals_its_cpu_twin() -> None:
     assert cpu.returncode == 0, cpu.stderr[-4000:]
     want = _losses(cpu.stdout)
     assert set(want) == {"rank 0", "rank 1"}, cpu.stdout
+    return want
+
+
+def test_fsdp2_on_two_ranks_equals_its_cpu_twin() -> None:
+    device = _losses(_two_ranks("_fsdp_worker.py", "cuda"))
+    want = _cpu_twin_losses("_fsdp_worker.py")
     # same CPU kernels, two-rank sums (exact in either order): equal to the last bit
+    assert device == want, (device, want)
+
+
+@pytest.mark.slow
+def test_fsdp2_compiled_attention_model_equals_its_cpu_twin(tmp_path) -> None:  # noqa: ANN001 - pytest fixture
+    """FSDP2 over 2 ranks: meta-device parameters, random init by DTensor's RNG tracker, compiled blocks with
+    scaled_dot_product_attention; the losses equal the same program's on CPU tensors with Gloo (plain
+    torch), started from the weights the device run drew (the CPU has no DTensor RNG tracker)."""
+    weights = str(tmp_path / "init.pt")
+    device = _losses(_two_ranks("_fsdp_compile_worker.py", "cuda", weights))
+    want = _cpu_twin_losses("_fsdp_compile_worker.py", weights)
+    # the same CPU kernels, compiled alike, two-rank sums: equal to the last bit
     assert device == want, (device, want)

@@ -1,0 +1,88 @@
+"""torch.compile's modes and templates on cuda tensors: compile_checks.py in one fresh interpreter, one test
+per check (on an NVIDIA machine the same checks run on real CUDA, the oracle), the emulated device's one
+refusal (a backward through compiled flex_attention), and a gpt-fast-style generation program
+(examples/gpt_fast.py: reduce-overhead decode, dynamic-shape prefill) whose tokens equal its CPU run's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from emulated_run import REAL_CUDA, ROOT, run_checks, run_python
+
+CHECK_NAMES = [
+    "reduce_overhead_replays_with_new_inputs", "reduce_overhead_output_overwritten_by_a_later_run_raises",
+    "reduce_overhead_output_kept_with_mark_step_and_clone", "reduce_overhead_training_step_equals_eager",
+    "reduce_overhead_second_shape_records_a_second_graph", "max_autotune_matches_eager",
+    "sdpa_compiled_with_dynamic_shapes", "sdpa_compiled_recompiles_dynamic_on_a_second_length",
+    "flex_attention_compiled_for_inference",
+]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    return run_checks("compile_checks")
+
+
+def test_every_check_is_listed(results: dict) -> None:
+    assert sorted(results) == sorted(CHECK_NAMES)
+
+
+@pytest.mark.parametrize("name", CHECK_NAMES)
+def test_check(results: dict, name: str) -> None:
+    assert results[name]["ok"], results[name]["detail"]
+
+
+_FLEX_BACKWARD = """
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+q, k, v = (torch.randn(1, 2, 128, 16, device="cuda", requires_grad=True) for _ in range(3))
+try:
+    torch.compile(flex_attention)(q, k, v).sum().backward()
+    print("ran")
+except Exception as e:
+    print("ERR", type(e).__name__, str(e)[:2000])
+"""
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="real CUDA compiles flex_attention's backward with Triton")
+def test_compiled_flex_attention_backward_is_refused_with_the_capability_error() -> None:
+    proc = run_python(["-c", _FLEX_BACKWARD])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "CapabilityError" in proc.stdout and "scaled_dot_product_attention" in proc.stdout, proc.stdout
+
+
+_GPT_FAST = """
+import sys
+sys.path.insert(0, {examples!r})
+import torch
+import gpt_fast
+from torch._inductor import cudagraph_trees
+for tokens in gpt_fast.main("cuda"):
+    print(" ".join(map(str, tokens)))
+manager = cudagraph_trees.get_container(0).tree_manager
+print("graphs", 0 if manager is None else len(list(manager.get_roots())),
+      "skips", torch._dynamo.utils.counters["inductor"]["cudagraph_skips"])
+"""
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="a GPU's float32 kernels round differently from the CPU's: its tokens may differ")
+def test_gpt_fast_generation_tokens_equal_its_cpu_run() -> None:
+    """examples/gpt_fast.py, unchanged, on the device (its decode replayed by CUDA graph trees) and on the CPU."""
+    device = run_python(["-c", _GPT_FAST.format(examples=str(ROOT / "examples"))])
+    assert device.returncode == 0, device.stderr[-4000:]
+    lines = device.stdout.strip().splitlines()
+    graphs = lines[-1].split()
+    assert int(graphs[1]) >= 1 and graphs[3] == "0", lines[-1]  # the decode step's graph was recorded, none skipped
+    env = dict(os.environ, CUDASHIM_DISABLE="1")  # the oracle: the same program on the CPU, plain torch
+    cpu = subprocess.run([sys.executable, str(ROOT / "examples" / "gpt_fast.py"), "--device", "cpu"], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert cpu.returncode == 0, cpu.stderr[-4000:]
+    got, want = " ".join(lines[:-1]).split(), cpu.stdout.split()
+    assert len(want) == 5 + 6 + 8 + 6, cpu.stdout  # two prompts and six tokens each
+    assert got == want, (device.stdout, cpu.stdout)
