@@ -170,15 +170,16 @@ def _leaf(t: Any, device: str, rg: bool, seen: dict[Any, int], shared: dict[Any,
 
 
 def _names_device(x: Any, device: str) -> bool:
-    """Whether x holds a tensor on `device` or names it: what makes an operator's outputs the device's."""
+    """Whether an operator called with x makes its outputs on `device`: a device it names (`device=`)
+    decides; without one, a tensor on the device does (`zeros_like(t, device="cpu")` makes a CPU
+    tensor of a device tensor, `arange(2)` a CPU tensor)."""
     import torch
 
-    for t in _leaves(x):
-        if isinstance(t, torch.Tensor) and t.device.type == device:
-            return True
-        if isinstance(t, (torch.device, str)) and str(t).split(":")[0] == device:
-            return True
-    return False
+    named = [str(t).split(":")[0] for t in _leaves(x) if isinstance(t, (torch.device, str))]
+    named = [n for n in named if n in ("cpu", device)]
+    if named:
+        return device in named
+    return any(isinstance(t, torch.Tensor) and t.device.type == device for t in _leaves(x))
 
 
 def _call(fn: Callable[[], Any], seed: int) -> _Result:
