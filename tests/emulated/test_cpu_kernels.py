@@ -126,6 +126,31 @@ def test_mm_out_dtype_is_the_widened_cpu_product() -> None:
     assert got["float32 into float16"] is True
 
 
+# linalg_lstsq's functional form resizes empty out= tensors, and LAPACK leaves the solution column-major
+# in a buffer of max(m, n) rows (3 x 3 with strides [1, 4] for a 4 x 3 system): the device's storage
+# must be as large as the kernel's. gelsd/gelss: drivers whose CPU result does not depend on where
+# the buffers lie (gelsy's does).
+LSTSQ = r"""
+import json, torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+out = {}
+for dt in (torch.float64, torch.complex128):
+    A, B = torch.randn(4, 3, dtype=dt), torch.randn(4, 3, dtype=dt)
+    for drv in ("gelsd", "gelss"):
+        want = torch.linalg.lstsq(A, B, driver=drv)
+        got = torch.linalg.lstsq(A.cuda(), B.cuda(), driver=drv)
+        out[f"{dt} {drv}"] = [list(got.solution.stride()) == list(want.solution.stride()),
+                              torch.equal(got.solution.cpu(), want.solution)]
+print(json.dumps(out))
+"""
+
+
+def test_lstsq_solution_in_a_padded_buffer() -> None:
+    got = _last_json(LSTSQ)
+    assert got == {k: [True, True] for k in got} and len(got) == 4, got
+
+
 def test_norms_and_addr_are_bit_identical_to_the_cpu() -> None:
     diffs = _last_json(SAME_BITS)
     assert diffs == {k: 0.0 for k in diffs}, diffs

@@ -5,10 +5,9 @@ The slice holds one operator of each class of defect the full sweep found: convo
 CUDA-only backend (depthwise, slow CUDA kernels) forward and in its backward's DispatchStubs, bfloat16
 convolutions taking another CPU algorithm than the CPU, cuDNN-only predicates (ctc_loss), batch norm,
 boolean-mask indexing and the data-dependent operators, complex dtypes; sparse COO and CSR tensors on the
-device (to_sparse, sparse.sampled_addmm), an out= result the CPU kernel lays out in a padded buffer
-(linalg.lstsq), an out= argument overlapping an input (take's error inputs), CPU kernels beside a
-composite for the other backends (silu's backward), and the sweep's own placement of host-side
-arguments and outputs (tensor_split, arange).
+device (to_sparse, sparse.sampled_addmm, sparse.mm.reduce), an out= argument overlapping an input
+(take's error inputs), CPU kernels beside a composite for the other backends (silu's backward), and
+the sweep's own placement of host-side arguments and outputs (tensor_split, arange).
 Every case must be equal to the CPU's bits (the device's promise, not CUDA's: skipped under real CUDA);
 an error input the device treats as the CPU does (`c`) is equal."""
 
@@ -27,7 +26,7 @@ pytestmark = pytest.mark.skipif(REAL_CUDA, reason="the device's promise (CPU ker
 SLICE = ["nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d",
          "nn.functional.ctc_loss", "nn.functional.batch_norm", "masked_select", "nonzero", "index_put",
          "__getitem__", "mul", "unique", "to_sparse", "sparse.sampled_addmm", "sparse.mm.reduce",
-         "linalg.lstsq", "take", "nn.functional.silu", "tensor_split", "arange"]
+         "take", "nn.functional.silu", "tensor_split", "arange"]
 DTYPES = ["float32", "float64", "bfloat16", "complex64", "int64", "bool"]
 
 
