@@ -30,6 +30,8 @@ CODES = {
     "T": "both raised, different exception types",
     "M": "error input: the device did not raise",
     "W": "error input: the device raised another exception type than declared",
+    "c": "error input: the device does with it what the CPU does (the same exception type, or neither raises), "
+         "not what the OpInfo declares for CUDA (counted as equal: the CPU is the oracle)",
     "r": "random: the op draws random numbers (outcome is its shape and dtype only)",
     "s": "skipped: the sample could not be built or moved",
 }
@@ -86,34 +88,98 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0][:300] if text else ''}"
 
 
-def _move(x: Any, device: str, rg: bool = True) -> Any:
-    """A copy of every tensor in x on `device`, with the same strides, as a leaf keeping requires_grad."""
+def _placement(cpu: Any, dev: Any, device: str) -> list[bool] | None:
+    """Per leaf of a sample built for the CPU: whether the same sample built for `device` holds it on the
+    device. A generator may keep some tensors on the host whatever device it builds for (tensor_split's
+    index tensor, which CUDA too wants there): those stay on the host. None when the two differ in shape."""
     import torch
-    from torch.utils._pytree import tree_map
+    from torch.utils._pytree import tree_flatten
 
-    def one(t: Any) -> Any:
-        if isinstance(t, torch.Tensor):
-            if t.layout == torch.strided and not t.is_quantized and not t.is_nested:
-                out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
-                with torch.no_grad():
-                    out.copy_(t.detach())
-            else:
-                out = t.detach().to(device)
-            if rg and t.requires_grad:
-                out.requires_grad_(True)
-            return out
-        if isinstance(t, torch.device) and t.type == "cpu":
-            return torch.device(device)
-        return t
-
-    return tree_map(one, x)
+    if dev is None:
+        return None
+    a, sa = tree_flatten((cpu.input, cpu.args, cpu.kwargs))
+    b, sb = tree_flatten((dev.input, dev.args, dev.kwargs))
+    if sa != sb or len(a) != len(b):
+        return None
+    on = []
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor):
+            on.append(isinstance(y, torch.Tensor) and y.device.type == device)
+        else:  # a device argument: `device` only where the device's sample names it
+            on.append(not (isinstance(x, (str, torch.device)) and str(x) == "cpu" and str(y) == "cpu"))
+    return on
 
 
-def _kwargs_device(kwargs: dict[str, Any], device: str) -> dict[str, Any]:
-    out = dict(kwargs)
-    if out.get("device") == "cpu":
-        out["device"] = device
-    return out
+def _move(x: Any, device: str, rg: bool = True, where: list[bool] | None = None) -> Any:
+    """A copy of every tensor in x on `device`, with the same strides, as a leaf keeping requires_grad;
+    `where`, per leaf of x: False keeps that leaf on the CPU. Tensors that share memory in x share it in
+    the copy (an error input may be about exactly that: an out= argument overlapping an input)."""
+    import torch
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    leaves, spec = tree_flatten(x)
+    if where is None or len(where) != len(leaves):
+        where = [True] * len(leaves)
+    seen: dict[Any, int] = {}
+    for t in leaves:
+        if _plain_strided(t):
+            key = (t.device, t.untyped_storage().data_ptr())
+            seen[key] = seen.get(key, 0) + 1
+    shared: dict[Any, Any] = {}
+    moved = [_leaf(t, device if w else "cpu", rg, seen, shared) for t, w in zip(leaves, where)]
+    return tree_unflatten(moved, spec)
+
+
+def _plain_strided(t: Any) -> bool:
+    import torch
+
+    return isinstance(t, torch.Tensor) and t.layout == torch.strided and not t.is_quantized and not t.is_nested
+
+
+def _leaf(t: Any, device: str, rg: bool, seen: dict[Any, int], shared: dict[Any, Any]) -> Any:
+    import torch
+
+    if _plain_strided(t) and seen.get((t.device, t.untyped_storage().data_ptr()), 0) > 1 \
+            and t.untyped_storage().data_ptr() != 0:
+        key = (t.device, t.untyped_storage().data_ptr(), device)
+        with torch.no_grad():
+            if key not in shared:
+                st = t.untyped_storage()
+                whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(st)
+                shared[key] = torch.empty(st.nbytes(), dtype=torch.uint8, device=device).copy_(whole)
+            out = torch.empty(0, dtype=t.dtype, device=device).set_(shared[key].untyped_storage(), t.storage_offset(),
+                                                                    t.size(), t.stride())
+        if rg and t.requires_grad:
+            out.requires_grad_(True)
+        return out
+    if isinstance(t, torch.Tensor):
+        if _plain_strided(t):
+            out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
+            with torch.no_grad():
+                out.copy_(t.detach())
+        else:
+            out = t.detach().to(device)
+        if rg and t.requires_grad:
+            out.requires_grad_(True)
+        return out
+    if isinstance(t, torch.device) and t.type == "cpu":
+        return torch.device(device)
+    if isinstance(t, str) and t == "cpu":  # a device argument
+        return device
+    return t
+
+
+def _names_device(x: Any, device: str) -> bool:
+    """Whether an operator called with x makes its outputs on `device`: a device it names (`device=`)
+    decides; without one, a tensor on the device does (`zeros_like(t, device="cpu")` makes a CPU
+    tensor of a device tensor, `arange(2)` a CPU tensor)."""
+    import torch
+
+    named = [str(t).split(":")[0] for t in _leaves(x) if isinstance(t, (torch.device, str))]
+    named = [n for n in named if n in ("cpu", device)]
+    if named:
+        return device in named
+    return any(isinstance(t, torch.Tensor) and t.device.type == device for t in _leaves(x))
 
 
 def _call(fn: Callable[[], Any], seed: int) -> _Result:
@@ -163,8 +229,9 @@ def _plain(t: Any) -> Any:
     return t.cpu().resolve_conj().resolve_neg()
 
 
-def compare(cpu: Any, dev: Any, device: str, random: bool = False) -> tuple[str, str]:
-    """(code, detail) comparing two results: pytrees of tensors and plain values."""
+def compare(cpu: Any, dev: Any, device: str, random: bool = False, on_device: bool = True) -> tuple[str, str]:
+    """(code, detail) comparing two results: pytrees of tensors and plain values. on_device: the device
+    run's inputs held or named the device (else its outputs stay where the CPU run's are, as on CUDA)."""
     import torch
 
     a, b = _leaves(cpu), _leaves(dev)
@@ -181,7 +248,7 @@ def compare(cpu: Any, dev: Any, device: str, random: bool = False) -> tuple[str,
             continue
         if x.dtype != y.dtype or x.shape != y.shape or x.layout != y.layout:
             return "m", f"output {i}: {x.dtype}{list(x.shape)} {x.layout} on the CPU, {y.dtype}{list(y.shape)} {y.layout} on the device"
-        if y.device.type != (device if x.device.type == "cpu" else x.device.type):
+        if y.device.type != (device if x.device.type == "cpu" and on_device else x.device.type):
             return "m", f"output {i}: on {y.device.type} in the device run, on {x.device.type} in the CPU run"
         if random:
             code = "r"
@@ -200,19 +267,20 @@ def compare(cpu: Any, dev: Any, device: str, random: bool = False) -> tuple[str,
     return code, detail
 
 
-def _run_pair(op: Any, sample: Any, device: str, seed: int, backward: bool, gen_seed: int) -> tuple[str, str]:
+def _run_pair(op: Any, sample: Any, device: str, seed: int, backward: bool, gen_seed: int,
+              where: list[bool] | None = None) -> tuple[str, str]:
     import torch
 
     random = _random(op)
     cpu_s = _move((sample.input, sample.args, sample.kwargs), "cpu")
     try:
-        dev_s = _move((sample.input, sample.args, sample.kwargs), device)
+        dev_s = _move((sample.input, sample.args, sample.kwargs), device, where=where)
     except Exception as e:  # noqa: BLE001
         return "D", "moving the sample to the device: " + _first_line(e)
 
     def forward(s: Any, dev: str) -> Callable[[], Any]:
         inp, args, kwargs = s
-        return lambda: op(inp, *args, **_kwargs_device(kwargs, dev))
+        return lambda: op(inp, *args, **kwargs)
 
     def grads(s: Any, dev: str) -> Callable[[], Any]:
         def go() -> Any:
@@ -244,7 +312,7 @@ def _run_pair(op: Any, sample: Any, device: str, seed: int, backward: bool, gen_
     if backward and rc.value is None and rd.value is None:
         return "", ""
     try:
-        return compare(rc.value, rd.value, device, random)
+        return compare(rc.value, rd.value, device, random, _names_device(dev_s, device))
     except Exception as e:  # noqa: BLE001
         return "D", "comparing: " + _first_line(e)
 
@@ -274,6 +342,7 @@ def run_op(op: Any, device: str, modes: Iterable[str] = ("forward", "backward", 
             except Exception as e:  # noqa: BLE001
                 yield Case(name, dname, mode, -1, "s", "sample inputs: " + _first_line(e))
                 continue
+            dev_it = _device_samples(op, device, dtype, mode == "backward")
             i = 0
             while samples is None or i < samples:
                 try:
@@ -283,7 +352,8 @@ def run_op(op: Any, device: str, modes: Iterable[str] = ("forward", "backward", 
                 except Exception as e:  # noqa: BLE001
                     yield Case(name, dname, mode, i, "s", "sample inputs: " + _first_line(e))
                     break
-                code, detail = _run_pair(op, sample, device, seed + i, mode == "backward", seed + 1000 + i)
+                where = _placement(sample, _next(dev_it), device)
+                code, detail = _run_pair(op, sample, device, seed + i, mode == "backward", seed + 1000 + i, where)
                 if code:
                     yield Case(name, dname, mode, i, code, detail)
                 i += 1
@@ -291,6 +361,23 @@ def run_op(op: Any, device: str, modes: Iterable[str] = ("forward", "backward", 
         yield from _errors(op, name, device, seed)
     if "sparse" in modes:
         yield from _sparse(op, name, device, wanted, samples, seed)
+
+
+def _device_samples(op: Any, device: str, dtype: Any, requires_grad: bool) -> Iterator[Any] | None:
+    """The OpInfo's samples built for the device, read only for where they place their tensors."""
+    try:
+        return iter(op.sample_inputs(device, dtype, requires_grad=requires_grad))
+    except Exception:  # noqa: BLE001 - then every tensor goes to the device
+        return None
+
+
+def _next(it: Iterator[Any] | None) -> Any:
+    if it is None:
+        return None
+    try:
+        return next(it)
+    except Exception:  # noqa: BLE001 - exhausted or failing: no placement for this sample
+        return None
 
 
 def _errors(op: Any, name: str, device: str, seed: int) -> Iterator[Case]:
@@ -307,12 +394,22 @@ def _errors(op: Any, name: str, device: str, seed: int) -> Iterator[Case]:
     for i, ei in enumerate(inputs):
         s = ei.sample_input
         r = _call(lambda: op(s.input, *s.args, **s.kwargs), seed)
-        if r.error is None:
-            yield Case(name, "-", "error", i, "M", f"expected {ei.error_type.__name__}: {ei.error_regex}")
-        elif isinstance(r.error, ei.error_type):
+        if r.error is not None and isinstance(r.error, ei.error_type):
             yield Case(name, "-", "error", i, "=")
+            continue
+        got = "no exception" if r.error is None else _first_line(r.error)
+        try:  # the CPU's outcome for the same input: what the device promises
+            h = _move((s.input, s.args, s.kwargs), "cpu", rg=False)
+            rc = _call(lambda: op(h[0], *h[1], **h[2]), seed)
+            cpu_same = type(rc.error) is type(r.error)
+        except Exception:  # noqa: BLE001 - the input cannot be built on the CPU
+            cpu_same = False
+        if cpu_same:
+            yield Case(name, "-", "error", i, "c", f"expected {ei.error_type.__name__}; {got} on the device and the CPU")
+        elif r.error is None:
+            yield Case(name, "-", "error", i, "M", f"expected {ei.error_type.__name__}: {ei.error_regex}")
         else:
-            yield Case(name, "-", "error", i, "W", f"expected {ei.error_type.__name__}, got " + _first_line(r.error))
+            yield Case(name, "-", "error", i, "W", f"expected {ei.error_type.__name__}, got " + got)
 
 
 def _sparse(op: Any, name: str, device: str, wanted: set[str], samples: int | None, seed: int) -> Iterator[Case]:
@@ -339,7 +436,7 @@ def _sparse(op: Any, name: str, device: str, wanted: set[str], samples: int | No
 
 def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Per mode: cases, count per code, the share equal (`=`; random ops' `r` count as equal: only their
-    shape and dtype are comparable)."""
+    shape and dtype are comparable; so do error inputs the device treats as the CPU does, `c`)."""
     out: dict[str, Any] = {}
     for r in rows:
         m = out.setdefault(r["mode"], {"cases": 0, "codes": {}})
@@ -349,6 +446,6 @@ def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         m["cases"] += 1
         m["codes"][r["code"]] = m["codes"].get(r["code"], 0) + 1
     for m in out.values():
-        ok = m["codes"].get("=", 0) + m["codes"].get("r", 0)
+        ok = m["codes"].get("=", 0) + m["codes"].get("r", 0) + m["codes"].get("c", 0)
         m["equal_share"] = round(ok / m["cases"], 5) if m["cases"] else None
     return out

@@ -4,6 +4,7 @@
     python benchmarks/opdb_sweep.py --ops 'nn.functional.conv*' --samples 3 --dtypes float32 bfloat16
     python benchmarks/opdb_sweep.py --device npu                     # the simulated NPU
     python benchmarks/opdb_sweep.py --jobs 2 --out benchmarks/results/opdb_cuda.json
+    python benchmarks/opdb_sweep.py --ops 'zeros_like' --update benchmarks/results/opdb_cuda.json
 
 Each OpInfo of `torch.testing._internal.common_methods_invocations.op_db` runs, for every dtype the CPU
 supports, its sample inputs forward and (where it supports autograd) backward, on the device and on CPU
@@ -14,7 +15,9 @@ is reported against the op it was running and a new worker takes the next op, so
 the sweep. Workers use one intra-op thread.
 
 Written: a JSON table (command, date, host, commit, torch, options; per op and dtype and mode a string of
-outcome codes, one per sample; every case not equal with its detail; summary per mode) to --out.
+outcome codes, one per sample; every case not equal with its detail; summary per mode) to --out. With
+--update FILE the selected ops are run again and their rows replace theirs in FILE (the summary recounted
+from its table; the run listed under `updates`).
 """
 
 from __future__ import annotations
@@ -144,7 +147,8 @@ def sweep(opts: argparse.Namespace, log: Any = sys.stderr) -> dict[str, Any]:
         "commit": _commit(),
         "torch": _torch_version(),
         "device": opts.device,
-        "options": {"ops": opts.ops, "dtypes": opts.dtypes, "samples": opts.samples, "modes": opts.modes},
+        "options": {"ops": opts.ops, "dtypes": opts.dtypes, "samples": opts.samples, "modes": opts.modes,
+                    "ran": names},
         "ops": len(names),
         "seconds": round(time.perf_counter() - t, 1),
         "codes": CODES,
@@ -167,6 +171,46 @@ def _torch_version() -> str:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip()
 
 
+def _update(path: Path, part: dict[str, Any]) -> dict[str, Any]:
+    """The table in `path` with the ops of `part` (a run of some ops) replaced by part's rows."""
+    full = json.loads(path.read_text())
+    ran = set(part["table"]) | {r["op"] for r in part["not_equal"]}
+    ran |= set(part["options"]["ran"])
+    for name in ran:
+        full["table"].pop(name, None)
+    full["table"].update(part["table"])
+    full["table"] = dict(sorted(full["table"].items()))
+    full["not_equal"] = [r for r in full["not_equal"] if r["op"] not in ran] + part["not_equal"]
+    rows = [{"mode": mode, "code": code} for by_dtype in full["table"].values() for by_mode in by_dtype.values()
+            for mode, codes in by_mode.items() for code in codes]
+    full["summary"] = summarize(rows)
+    full.setdefault("updates", []).append({k: part[k] for k in ("command", "date", "commit", "seconds")} |
+                                          {"ops": sorted(part["options"]["ran"])})
+    return full
+
+
+def _record_summary(result: dict[str, Any], device: str) -> None:
+    """The figures the docs quote (scripts/docs.py blocks): the share equal per mode, and the cases not
+    equal by mode, code and operator."""
+    import _results
+
+    modes = result["summary"]
+    _results.record(f"opdb_{device}_summary", {}, goal="forward >= 0.999, backward >= 0.995 of cases equal to the CPU",
+                    note=f"{result['ops']} OpInfos, {result['seconds']} s (`{result['command']}` at {result['commit'][:12]})"
+                         + "".join(f"; {len(u['ops'])} ops run again at {u['commit'][:12]}" for u in result.get("updates", []))
+                         + f"; full table: benchmarks/results/opdb_{device}.json",
+                    table={"columns": ["mode", "cases", "equal share", "codes"],
+                           "rows": [[m, v["cases"], v["equal_share"], json.dumps(v["codes"], sort_keys=True)]
+                                    for m, v in sorted(modes.items())]})
+    counts: dict[tuple[str, str, str], int] = {}
+    for r in result["not_equal"]:
+        key = (r["mode"], r["code"], r["op"])
+        counts[key] = counts.get(key, 0) + 1
+    rows = [[m, c, op, n] for (m, c, op), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    _results.record(f"opdb_{device}_remaining", {}, note="every case not equal (codes: see docs/operator-coverage.md)",
+                    table={"columns": ["mode", "code", "op", "cases"], "rows": rows})
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=sorted(PLATFORM), default="cuda")
@@ -179,6 +223,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--chunk", type=int, default=40, help="ops per worker")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per op before its worker is declared hung")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--update", type=Path, default=None,
+                    help="a table of a full run: run the selected ops again and replace their rows in it")
     return ap.parse_args(argv)
 
 
@@ -188,9 +234,14 @@ def main(argv: list[str] | None = None) -> int:
         return _worker(argv[1:])
     opts = parse(argv)
     result = sweep(opts)
+    if opts.update is not None:
+        result = _update(opts.update, result)
+        opts.out = opts.update
     out = opts.out or ROOT / "benchmarks" / "results" / f"opdb_{opts.device}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
+    if out.resolve() == (ROOT / "benchmarks" / "results" / f"opdb_{opts.device}.json").resolve():
+        _record_summary(result, opts.device)
     for mode, m in result["summary"].items():
         print(f"{mode:10s} cases {m['cases']:7d}  equal {m['equal_share']}  {m['codes']}")
     print(f"written: {out}")

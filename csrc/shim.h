@@ -120,6 +120,8 @@ std::vector<ModelSegment> model_segments(c10::DeviceIndex index);
 
 // views.cpp: the same memory seen from the other side
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);
+// a CPU view of device tensor t over `storage`: another CPU view's, of the same device memory
+at::Tensor cpu_view_over(const at::Tensor& t, const c10::Storage& storage);
 // A CPU kernel's output as a device tensor of `index`: its memory adopted where nothing else holds it,
 // its own TensorImpl turned into the device tensor where nothing else holds that (pass it moved);
 // `base`: the device storage of the argument the output is a view of.

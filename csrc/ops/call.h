@@ -10,6 +10,13 @@
 namespace cudashim {
 
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);  // fallback.cpp
+struct Call;
+// sparse.cpp: a sparse (COO or compressed) device tensor as a CPU sparse tensor over CPU views of its
+// components; a CPU kernel's sparse output as a device sparse tensor over device components; a sparse
+// device argument the CPU kernel wrote, made what its CPU twin became
+at::Tensor sparse_host(Call& call, const at::Tensor& t);
+at::Tensor sparse_back(const Call& call, const at::Tensor& t);
+void sparse_written(const Call& call, const at::Tensor& device, const at::Tensor& host);
 
 struct Viewed {
   at::Tensor view;  // held until the outputs are sorted out
@@ -20,6 +27,7 @@ struct Viewed {
 struct Call {
   c10::DeviceIndex device = -1;
   bool host_tensor = false;  // a CPU tensor with dimensions among the arguments
+  c10::DispatchKeySet sparse;  // SparseCPU / SparseCsrCPU when a sparse device tensor is among them
   c10::SmallVector<Viewed, 8> viewed;
 
   void see(const at::Tensor& t) {
@@ -42,18 +50,43 @@ struct Call {
   }
 
   // The CPU kernel's argument: a device tensor as a CPU view of its memory (one view per tensor, the
-  // argument holding the memory), anything else as it is. The reference stays valid for the call
-  // while no more than 8 tensors are viewed.
+  // argument holding the memory), anything else as it is. Tensors over one device storage are viewed
+  // over one CPU storage, so the CPU kernel sees that they overlap as it would see it for CPU tensors
+  // (an out= argument that is a view of an input). Copy the result before the next view().
   const at::Tensor& view(const at::Tensor& t, bool written = false) {
     if (!t.defined() || t.device().type() != kType) return t;
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    const c10::StorageImpl* memory = impl->has_storage() ? impl->unsafe_storage().unsafeGetStorageImpl() : nullptr;
+    const Viewed* same_memory = nullptr;
     for (auto& v : viewed) {
-      if (v.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {  // the same argument twice
+      if (v.original.unsafeGetTensorImpl() == impl) {  // the same argument twice
         v.written = v.written || written;
         return v.view;
       }
+      if (memory != nullptr && same_memory == nullptr && v.original.unsafeGetTensorImpl()->has_storage() &&
+          v.original.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() == memory) {
+        same_memory = &v;
+      }
     }
-    viewed.push_back({cpu_view(t, false), t, written});
+    if (C10_UNLIKELY(memory == nullptr && t.layout() != c10::kStrided)) {
+      at::Tensor twin = sparse_host(*this, t);
+      sparse = sparse | c10::DispatchKeySet(t.layout() == c10::kSparse ? c10::DispatchKey::SparseCPU
+                                                                       : c10::DispatchKey::SparseCsrCPU);
+      viewed.push_back({std::move(twin), t, written});
+      return viewed.back().view;
+    }
+    at::Tensor v = same_memory != nullptr ? cpu_view_over(t, same_memory->view.storage()) : cpu_view(t, false);
+    viewed.push_back({std::move(v), t, written});
     return viewed.back().view;
+  }
+
+  // Sparse kernels read whether their arguments require grad (sparse.mm's amax/amin reduction keeps
+  // the argmax for its backward only then, and its backward reads it unchecked): a CPU view says what
+  // its device tensor says. Only for calls with a sparse argument: autograd metadata is an allocation.
+  void mark_requires_grad() {
+    for (auto& v : viewed) {
+      if (v.original.requires_grad() && !v.view.requires_grad()) v.view.set_requires_grad(true);
+    }
   }
 
   // A CPU kernel's output as a device tensor: an argument it returned is that argument; a view of an
@@ -64,8 +97,9 @@ struct Call {
     const c10::StorageImpl* s = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
     for (const auto& v : viewed) {
       if (v.view.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return v.original;
-      if (s != nullptr && v.view.storage().unsafeGetStorageImpl() == s) base = &v.original.storage();
+      if (s != nullptr && v.view.has_storage() && v.view.storage().unsafeGetStorageImpl() == s) base = &v.original.storage();
     }
+    if (C10_UNLIKELY(s == nullptr && t.layout() != c10::kStrided)) return sparse_back(*this, t);
     return as_device(std::move(t), device, base);
   }
 };

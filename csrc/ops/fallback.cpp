@@ -7,6 +7,7 @@
 // (its default one when none is given; a CPU generator is refused as CUDA refuses it).
 #include "call.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -19,6 +20,8 @@
 #include <vector>
 
 namespace cudashim {
+void register_sparse_cpu_kernels();  // sparse.cpp
+
 namespace {
 
 // operators a GPU runs with CPU tensors among their arguments (indices may live on the host)
@@ -78,19 +81,32 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   call.settle(!call.host_tensor || mixes_devices(schema.operator_name()), schema.name().c_str());
+  if (C10_UNLIKELY(!call.sparse.empty())) call.mark_requires_grad();
   for (const size_t i : generators) {
     (*stack)[base + i] = kernel_generator((*stack)[base + i], call.device, numel, element_size);
   }
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU) | call.sparse, stack);
 
   // an out= argument the CPU kernel resized now lives in new memory: move it onto the device
   for (const auto& v : call.viewed) {
+    if (!v.written) continue;
     const at::Tensor& view = v.view;
-    if (v.written && (view.storage().data() != v.original.storage().data() || view.sizes() != v.original.sizes())) {
+    if (C10_UNLIKELY(!v.original.has_storage())) {  // sparse: its twin's new components
+      sparse_written(call, v.original, view);
+      continue;
+    }
+    if (view.storage().data() != v.original.storage().data() || view.sizes() != v.original.sizes()) {
+      // the device storage as large as the kernel's, not as the elements: LAPACK's column-major
+      // results live in a padded buffer (linalg_lstsq's solution: strides [1, 4] for 3 x 3)
       at::Tensor original = v.original;
-      original.resize_(view.sizes());
-      if (view.strides() != original.strides()) original.as_strided_(view.sizes(), view.strides());
+      const size_t itemsize = view.element_size();
+      const size_t need = at::detail::computeStorageNbytes(view.sizes(), view.strides(), itemsize, view.storage_offset());
+      if (need > original.storage().nbytes()) {  // grow the device storage itself, as the kernel grew its view's
+        original.as_strided_({0}, {1}, 0);
+        original.resize_({static_cast<int64_t>((need + itemsize - 1) / itemsize)});
+      }
+      original.as_strided_(view.sizes(), view.strides(), view.storage_offset());
       cpu_view(original, false).copy_(view);
     }
   }
@@ -297,7 +313,10 @@ TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
 // the CPU kernel on the device: a CPU build fills the CUDA slot with the composite, which runs
 // its parts on the device one by one (three dispatches for a structured operator's out= wrapper) and
 // may compute differently (native_layer_norm's math_native_layer_norm differs from the CPU's fused
-// kernel by an ulp, so long trainings drifted from their CPU twins).
+// kernel by an ulp, so long trainings drifted from their CPU twins). The same for a CPU kernel beside
+// a CompositeImplicitAutograd one that serves the other backends (silu_backward, mish_backward: their
+// math_* composites round differently from the CPU's fused kernels); as on the CPU, autograd then
+// sees the operator as a kernel, not through its composite.
 void register_cpu_kernels_direct() {
   static std::unique_ptr<torch::Library> lib;
   if (lib) return;
@@ -308,8 +327,8 @@ void register_cpu_kernels_direct() {
     auto h = dispatcher.findOp(name);
     if (!h || !h->hasSchema() || h->hasKernelForDispatchKey(kKey) || !h->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
         !(h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-          h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) ||
-        h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+          h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+          h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))) {
       continue;
     }
     bool view = false;  // a view must alias the device tensor's own storage: never through CPU views
@@ -319,6 +338,7 @@ void register_cpu_kernels_direct() {
     if (npu_coverage_active() && !npu_native(op)) continue;  // torch_npu has no kernel: its composite runs
     lib->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
   }
+  register_sparse_cpu_kernels();
 }
 
 // Composite operators (CompositeImplicitAutograd) that a serve loop calls thousands of times and that

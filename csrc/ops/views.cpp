@@ -60,6 +60,10 @@ at::Tensor cpu_view(const at::Tensor& t, bool keep_alive) {
   return at::Tensor(c10::make_intrusive<CpuView>(t.unsafeGetTensorImpl(), std::move(s)));
 }
 
+at::Tensor cpu_view_over(const at::Tensor& t, const c10::Storage& storage) {
+  return at::Tensor(c10::make_intrusive<CpuView>(t.unsafeGetTensorImpl(), storage));
+}
+
 at::Tensor as_device(at::Tensor cpu, c10::DeviceIndex index, const c10::Storage* base) {
   c10::TensorImpl* t = cpu.unsafeGetTensorImpl();
   // held by nothing else (a CPU kernel's fresh output, moved here): this TensorImpl becomes the device

@@ -36,6 +36,39 @@ for name in torch._C._dispatch_get_all_op_names():
 print(json.dumps(missed))
 """
 
+# Operators with a CPU kernel beside a CompositeImplicitAutograd one that serves the other backends
+# (silu_backward's math_silu_backward rounds otherwise than the CPU's fused kernel).
+IMPLICIT_SLOTS = r"""
+import json, torch
+torch.ones(1, device="cuda")
+has = torch._C._dispatch_has_kernel_for_dispatch_key
+print(json.dumps([name for name in torch._C._dispatch_get_all_op_names() if name.startswith("aten::")
+                  and has(name, "CPU") and has(name, "CompositeImplicitAutograd") and not has(name, "CUDA")]))
+"""
+
+# mm with out_dtype= exists only on CUDA (linear_cross_entropy's chunked path calls it on cuda): the
+# float16/bfloat16 factors widened exactly, multiplied in float32 as the CPU multiplies float32.
+MM_DTYPE = r"""
+import json, torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+out = {}
+for dt in (torch.bfloat16, torch.float16):
+    a, b = torch.randn(9, 33).to(dt), torch.randn(33, 5).to(dt)
+    want = torch.mm(a.float(), b.float())
+    got = torch.mm(a.cuda(), b.cuda(), out_dtype=torch.float32)
+    out[f"{dt} mm.dtype"] = [str(got.dtype), got.device.type, torch.equal(got.cpu(), want)]
+    o = torch.empty(0, device="cuda")
+    torch.mm(a.cuda(), b.cuda(), out_dtype=torch.float32, out=o)
+    out[f"{dt} mm.dtype_out"] = [list(o.shape), torch.equal(o.cpu(), want)]
+try:
+    torch.mm(torch.ones(2, 2, device="cuda"), torch.ones(2, 2, device="cuda"), out_dtype=torch.float16)
+    out["float32 into float16"] = "accepted"
+except RuntimeError as e:
+    out["float32 into float16"] = "out_dtype must be the same as input dtype" in str(e)
+print(json.dumps(out))
+"""
+
 SAME_BITS = r"""
 import json, torch, torch.nn.functional as F
 torch.set_num_threads(1)
@@ -79,6 +112,43 @@ def _last_json(code: str) -> object:
 
 def test_no_cpu_kernel_is_shadowed_by_a_composite_on_the_device() -> None:
     assert _last_json(COMPOSITE_SLOTS) == []
+
+
+def test_no_cpu_kernel_is_shadowed_by_an_implicit_composite_on_the_device() -> None:
+    assert _last_json(IMPLICIT_SLOTS) == []
+
+
+def test_mm_out_dtype_is_the_widened_cpu_product() -> None:
+    got = _last_json(MM_DTYPE)
+    for dt in ("torch.bfloat16", "torch.float16"):
+        assert got[f"{dt} mm.dtype"] == ["torch.float32", "cuda", True]
+        assert got[f"{dt} mm.dtype_out"] == [[9, 5], True]
+    assert got["float32 into float16"] is True
+
+
+# linalg_lstsq's functional form resizes empty out= tensors, and LAPACK leaves the solution column-major
+# in a buffer of max(m, n) rows (3 x 3 with strides [1, 4] for a 4 x 3 system): the device's storage
+# must be as large as the kernel's. gelsd/gelss: drivers whose CPU result does not depend on where
+# the buffers lie (gelsy's does).
+LSTSQ = r"""
+import json, torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+out = {}
+for dt in (torch.float64, torch.complex128):
+    A, B = torch.randn(4, 3, dtype=dt), torch.randn(4, 3, dtype=dt)
+    for drv in ("gelsd", "gelss"):
+        want = torch.linalg.lstsq(A, B, driver=drv)
+        got = torch.linalg.lstsq(A.cuda(), B.cuda(), driver=drv)
+        out[f"{dt} {drv}"] = [list(got.solution.stride()) == list(want.solution.stride()),
+                              torch.equal(got.solution.cpu(), want.solution)]
+print(json.dumps(out))
+"""
+
+
+def test_lstsq_solution_in_a_padded_buffer() -> None:
+    got = _last_json(LSTSQ)
+    assert got == {k: [True, True] for k in got} and len(got) == 4, got
 
 
 def test_norms_and_addr_are_bit_identical_to_the_cpu() -> None:

@@ -4,8 +4,12 @@ against CPU tensors over PyTorch's own OpInfo sample inputs, forward, backward a
 The slice holds one operator of each class of defect the full sweep found: convolution choosing a
 CUDA-only backend (depthwise, slow CUDA kernels) forward and in its backward's DispatchStubs, bfloat16
 convolutions taking another CPU algorithm than the CPU, cuDNN-only predicates (ctc_loss), batch norm,
-boolean-mask indexing and the data-dependent operators, complex dtypes. Every case must be equal to the
-CPU's bits (the device's promise, not CUDA's: skipped under real CUDA)."""
+boolean-mask indexing and the data-dependent operators, complex dtypes; sparse COO and CSR tensors on the
+device (to_sparse, sparse.sampled_addmm, sparse.mm.reduce), an out= argument overlapping an input
+(take's error inputs), CPU kernels beside a composite for the other backends (silu's backward), and
+the sweep's own placement of host-side arguments and outputs (tensor_split, arange).
+Every case must be equal to the CPU's bits (the device's promise, not CUDA's: skipped under real CUDA);
+an error input the device treats as the CPU does (`c`) is equal."""
 
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ pytestmark = pytest.mark.skipif(REAL_CUDA, reason="the device's promise (CPU ker
 
 SLICE = ["nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d",
          "nn.functional.ctc_loss", "nn.functional.batch_norm", "masked_select", "nonzero", "index_put",
-         "__getitem__", "mul", "unique"]
+         "__getitem__", "mul", "unique", "to_sparse", "sparse.sampled_addmm", "sparse.mm.reduce",
+         "take", "nn.functional.silu", "tensor_split", "arange"]
 DTYPES = ["float32", "float64", "bfloat16", "complex64", "int64", "bool"]
 
 
@@ -43,5 +48,5 @@ def test_slice_covers_every_op_forward_and_backward(sweep: dict) -> None:
 @pytest.mark.parametrize("mode", ["forward", "backward", "error"])
 def test_slice_equal_to_the_cpu(sweep: dict, mode: str) -> None:
     bad = [f"{r['op']} {r['dtype']} #{r['sample']}: {r['code']} {r['detail'][:300]}" for r in sweep["not_equal"]
-           if r["mode"] in (mode, "process")]
+           if r["mode"] in (mode, "process") and r["code"] != "c"]
     assert not bad, "\n".join(bad[:20])
