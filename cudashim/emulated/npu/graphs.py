@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from typing import Any
 
 from ...errors import CapabilityError
@@ -42,16 +43,22 @@ SOURCE = "Ascend/pytorch@94c0533ba69b855a8d60dba28badb02bf2d249f3"
 _MODES = ("global", "thread_local", "relaxed")
 _handles = itertools.count(1)
 
-#: the core's words for a synchronising call inside a capture, on the simulated NPU: torch_npu's
-#: NPU_CHECK_ERROR shape ("NPU function error: <call>, error code is ...", NPUException.h) naming the
-#: CANN call that refuses; the code is CANN's and is not reproduced
+#: the core's words for a call a capture refuses (a synchronising call; the default stream joining a
+#: capture), on the simulated NPU: torch_npu's NPU_CHECK_ERROR shape ("NPU function error: <call>, error
+#: code is ...", NPUException.h) naming the call; the code is CANN's and is not reproduced
 CAPTURE_WORDS = {
-    "refused": "NPU function error: {what} is not permitted while the stream is being captured into an NPU graph "
-               "(CANN refuses a synchronising call on a capturing stream; the simulator does not know CANN's "
-               "error code)",
-    "invalidated": "NPU function error: aclmdlRICaptureEnd, the capture was invalidated by an earlier error "
-                   "({what})",
+    "refused": "NPU function error: {what}: not permitted while a stream is being captured into an NPU graph "
+               "(CANN's stream capture refuses it; the simulator does not reproduce CANN's error code)",
+    "invalidated": "NPU function error: aclmdlRICaptureEnd: the capture was invalidated by an earlier refusal ({what})",
 }
+
+
+def _refuse(message: str) -> RuntimeError:
+    """torch_npu's refusal, counted by the readiness report when it is on (report_readiness.capture_refused)."""
+    readiness = sys.modules.get("cudashim.report_readiness")
+    if readiness is not None:
+        readiness.capture_refused(message)
+    return RuntimeError(message)
 
 
 def _pta(code: str) -> str:
@@ -88,30 +95,30 @@ def _graph_class(torch: Any, core: Any) -> type:
 
         def capture_begin(self, pool: Any = None, capture_error_mode: str = "global", report_shape: bool = False) -> None:
             if capture_error_mode not in _MODES:  # Graph.cpp's binding
-                raise RuntimeError("Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, "
+                raise _refuse("Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, "
                                    f"got {capture_error_mode}")
             if _task_queue_enable() == 2:
-                raise RuntimeError("Do not support TASK_QUEUE_ENABLE = 2 during NPU graph capture, please export "
+                raise _refuse("Do not support TASK_QUEUE_ENABLE = 2 during NPU graph capture, please export "
                                    "TASK_QUEUE_ENABLE=1/0." + _pta("NOT_SUPPORT"))
             if self._cudashim_exec:
-                raise RuntimeError("This NPUGraph instance already owns a captured graph. To capture a new graph, "
+                raise _refuse("This NPUGraph instance already owns a captured graph. To capture a new graph, "
                                    "create a new instance.")
             stream = torch.npu.current_stream()
             if stream == torch.npu.default_stream():
-                raise RuntimeError("NPU graphs must be captured on a non-default stream. (However, after capture, "
+                raise _refuse("NPU graphs must be captured on a non-default stream. (However, after capture, "
                                    "it's ok to replay them on the default stream.)")
             super().capture_begin(pool=None if pool is None else tuple(pool), capture_error_mode=capture_error_mode)
             self._cudashim_stream = stream
 
         def capture_end(self) -> None:
             if self._cudashim_stream is not None and torch.npu.current_stream() != self._cudashim_stream:
-                raise RuntimeError("Capture must end on the same stream it began on.")
+                raise _refuse("Capture must end on the same stream it began on.")
             super().capture_end()
             self._cudashim_exec = True
 
         def replay(self) -> None:
             if not self._cudashim_exec:
-                raise RuntimeError("Called NPUGraph::replay without a preceding successful capture.")
+                raise _refuse("Called NPUGraph::replay without a preceding successful capture.")
             super().replay()
 
         def reset(self) -> None:
@@ -120,7 +127,7 @@ def _graph_class(torch: Any, core: Any) -> type:
 
         def pool(self) -> Any:
             if not self._cudashim_exec:
-                raise RuntimeError("Called NPUGraph::pool() without a preceding successful capture.")
+                raise _refuse("Called NPUGraph::pool() without a preceding successful capture.")
             return super().pool()
 
         def register_generator_state(self, generator: Any) -> None:
@@ -133,7 +140,7 @@ def _graph_class(torch: Any, core: Any) -> type:
 
         def super_kernel_optimize(self, optimize_options: Any = None, debug_options: Any = None) -> None:
             if not self._cudashim_exec:
-                raise RuntimeError("Called NPUGraph::super_kernel_optimize without a preceding successful capture.")
+                raise _refuse("Called NPUGraph::super_kernel_optimize without a preceding successful capture.")
 
     _NPUGraph.__module__, _NPUGraph.__qualname__ = "torch_npu._C", "_NPUGraph"
     return _NPUGraph
@@ -153,7 +160,11 @@ def refusing_synchronize(core: Any, sync: Any) -> Any:
     """torch.npu.synchronize, refused while any capture is open (aclrtSynchronizeDevice under capture)."""
 
     def synchronize(device: Any = None) -> None:
-        core.capture_refuse_device("aclrtSynchronizeDevice (torch.npu.synchronize())")
+        try:
+            core.capture_refuse_device("torch.npu.synchronize() (aclrtSynchronizeDevice)")
+        except RuntimeError as exc:
+            _refuse(str(exc))
+            raise
         sync(device)
 
     synchronize.__doc__ = getattr(sync, "__doc__", None)
@@ -161,7 +172,12 @@ def refusing_synchronize(core: Any, sync: Any) -> Any:
 
 
 def natives(torch: Any, core: Any) -> dict[str, Any]:
-    """torch_npu._C's names the wheel's graphs.py imports -> their simulated values."""
+    """torch_npu._C's names the wheel's graphs.py imports -> their simulated values. Also gives the core
+    the NPU's words for refusals inside a capture, and torch.compile's kernel calls their capture check."""
+    from .. import graph_kernels
+
+    core.set_capture_words(CAPTURE_WORDS["refused"], CAPTURE_WORDS["invalidated"])
+    graph_kernels.set_capture_check(core.capture_underway)
 
     def graph_pool_handle() -> tuple[int, int]:
         return (0, next(_handles))  # MemPool::graph_pool_handle(true): (0, n), as a capture's own pools are (n, 0)
