@@ -160,7 +160,9 @@ def _captured_decode(a: Attn, kwargs: dict) -> bool:
     that the capture refuses. So every sequence gets the block table's whole width, and a (B, 1, 1, KV_S)
     mask computed on the device from the lengths hides the keys past each one (and left of a window):
     every replay reads the lengths the tensors hold then. Padded block-table entries (-1) are clamped
-    to page 0; the mask hides what they read. Returns False where this does not apply."""
+    to page 0; the mask hides what they read. The operator's docs then need as many cache blocks as the
+    batch times the table's width ("blocknum不能小于...每个batch的block数量之和"): an engine's KV pool is
+    that large; a smaller cache gets the operator's own error. Returns False where this does not apply."""
     if a.q_len != 1 or not a.paged or not _pages_fit(1, a.k.shape[1]) or not _capturing():
         return False
     bs = a.k.shape[1]
