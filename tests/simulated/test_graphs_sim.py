@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import zipfile
 
-from _sim import need_wheel, run_sim
+from _sim import need_wheel, run_readiness, run_sim
 
 
 def _last_json(out: str) -> dict:
@@ -204,15 +204,10 @@ for _ in range(2):
 
 
 def test_readiness_report_lists_capture_refusals(tmp_path):
-    need_wheel()
-    prog = tmp_path / "prog.py"
-    prog.write_text(REFUSED)
-    rep = tmp_path / "r.json"
-    r = run_sim(["--report", str(rep), str(prog)])
-    assert r.returncode == 0, r.stderr[-4000:]
-    refusals = json.loads(rep.read_text())["npu_readiness"]["graph_capture_refusals"]
+    _, r, ready = run_readiness(tmp_path, REFUSED)
+    refusals = ready["graph_capture_refusals"]
     assert len(refusals) == 1, refusals
     assert refusals[0]["calls"] == 2
-    assert refusals[0]["first_call_site"].endswith("prog.py:6"), refusals
+    assert refusals[0]["first_call_site"].endswith("prog.py:7"), refusals
     assert refusals[0]["refusal"].startswith("NPU function error: ")
-    assert "graph-capture refusal" in r.stderr and "prog.py:6" in r.stderr
+    assert "graph-capture refusal" in r.stderr and "prog.py:7" in r.stderr
