@@ -54,6 +54,11 @@ with torch.npu.graph(g2):
     w = fused(z)
 z.fill_(2.0); g2.replay(); out["compiled"] = w.cpu().tolist()
 out["graphs_file"] = torch_npu.npu.graphs.__file__
+from torch._inductor.codegen.common import get_custom_backend_pass_for_device
+key = get_custom_backend_pass_for_device("npu")  # Inductor's cache keys on it: no wrapper without the capture branch
+out["cache_key"] = key.uuid().hex() if key is not None else None
+from cudashim.emulated import graph_kernels
+out["cache_key_cuda_pass"] = graph_kernels.cache_key_pass().uuid().hex()
 print(json.dumps(out))
 """
 
@@ -69,6 +74,7 @@ def test_npu_graphs_capture_and_replay_on_the_simulated_npu():
     assert got["cuda_graph_type"] == ["torch.cuda.CUDAGraph", "torch_npu.npu.graphs.NPUGraph", "torch_npu._C._NPUGraph"]
     assert got["graphed_grad_equal"] == [True, True]
     assert got["compiled"] == [6.0] * 4
+    assert got["cache_key"] == got["cache_key_cuda_pass"]  # the compiled wrapper's code is in the cache key
     # the compiled kernels inside the capture are not taken for CPU fallbacks
     assert "CAUTION" not in r.stderr, r.stderr[-3000:]
     # graphs.py is the wheel's file, byte for byte
