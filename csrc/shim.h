@@ -184,6 +184,8 @@ void capture_refuse(const char* what);
 void capture_refuse_device(const char* what);  // the device synchronizes: refused while any capture is open
 // a stream waits on work of another (an event, wait_stream): a capture on `from` extends to `to`
 void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to);
+// a platform's words for capture refusals, "{what}" standing for the call (empty: CUDA's)
+void set_capture_words(const std::string& refused, const std::string& invalidated);
 // record the call on the stack (run it when CUDA would have to); true: the stack holds its returns
 bool capture_boxed(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
 // a device kernel of its own (not the fallback) under capture: record the call by name, return its result

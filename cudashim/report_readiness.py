@@ -21,13 +21,17 @@ from typing import Any
 from . import report
 from .emulated.npu import coverage
 
-__all__ = ["install", "snapshot", "summary", "dtype_rule"]
+__all__ = ["install", "snapshot", "summary", "dtype_rule", "capture_refused", "CAPTURE_REFUSAL_MARK"]
 
 _DTYPES_PATH = coverage.TABLE_PATH.with_name("torch_npu_dtypes.json")
 # (op, dtype) -> [status, since, calls, first call site, dtype rule or None, first error or None]
 _seen: dict[tuple[str, str], list[Any]] = {}
 _lock = threading.Lock()
 _mode: Any = None
+# first line of a graph-capture refusal -> [calls, first call site]
+_refusals: dict[str, list[Any]] = {}
+#: what every refusal the core raises inside a capture on the simulated NPU says (emulated/npu/graphs.py)
+CAPTURE_REFUSAL_MARK = "captured into an NPU graph"
 
 
 @functools.lru_cache(maxsize=1)
@@ -77,6 +81,17 @@ def _note(op: str, dtypes: tuple[str, ...], error: BaseException | None) -> None
         e[5] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
+def capture_refused(message: str) -> None:
+    """An NPU graph capture refused a call (torch_npu's or CANN's refusal, emulated/npu/graphs.py): counted
+    with the first call site in user code. A no-op while the report is off."""
+    if _mode is None:
+        return
+    key = message.strip().splitlines()[0] if message.strip() else "?"
+    with _lock:
+        e = _refusals.setdefault(key, [0, report.call_site() or "?"])
+        e[0] += 1
+
+
 def install(torch: Any) -> None:
     """Watch this thread's operators from now on (the simulated torch_npu's import, when the report is on)."""
     global _mode
@@ -102,6 +117,8 @@ def install(torch: Any) -> None:
                 out = func(*args, **kwargs)
             except BaseException as exc:
                 _note(op, dtypes, exc)
+                if CAPTURE_REFUSAL_MARK in str(exc):
+                    capture_refused(str(exc))
                 raise
             _note(op, dtypes, None)
             return out
@@ -121,15 +138,22 @@ def snapshot() -> dict[str, Any]:
     t = coverage.table()
     return {"torch_npu": t["torch_npu"], "sources": t["sources"], "dtype_source": _dtype_rules()["source"],
             "summary": counts, "dtype_rules_met": sum(1 for o in ops if o["dtype_rule"]),
-            "errors": sum(1 for o in ops if o["error"]), "ops": ops}
+            "errors": sum(1 for o in ops if o["error"]), "ops": ops,
+            "graph_capture_refusals": [{"refusal": k, "calls": e[0], "first_call_site": e[1]}
+                                       for k, e in sorted(_refusals.items())]}
 
 
 def summary(data: dict[str, Any]) -> str:
     c = data["summary"]
     worst = [o for o in data["ops"] if o["status"] in ("fallback", "fails")]
     named = "; ".join(f"{o['op']} [{o['dtypes']}] {o['status']} x{o['calls']} at {o['first_call_site']}" for o in worst[:3])
-    more = f" (+{len(worst) - 3} more)" if len(worst) > 3 else ""
+    named += f" (+{len(worst) - 3} more)" if len(worst) > 3 else ""
+    refusals = data.get("graph_capture_refusals", [])
+    if refusals:
+        r = refusals[0]
+        named += ("; " if named else "") + (f"{sum(x['calls'] for x in refusals)} graph-capture refusal(s), first: "
+                                             f"{r['refusal'][:120]} at {r['first_call_site']}")
     return (f"cudashim ascend readiness (simulated, torch_npu {data['torch_npu']}): {len(data['ops'])} operator/dtype "
             f"pairs ran: {c.get('native', 0)} native, {c.get('composite', 0)} composite, {c.get('fallback', 0)} CPU "
             f"fallback, {c.get('fails', 0)} fail; {data['dtype_rules_met']} outside the documented dtypes"
-            + (f" -- {named}{more}" if named else ""))
+            + (f" -- {named}" if named else ""))

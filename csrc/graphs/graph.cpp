@@ -124,7 +124,24 @@ void wait_for_work(const torch::jit::Stack& stack) {
   }
 }
 
+// A platform's own words for a refusal inside a capture and for the capture it invalidated, with
+// "{what}" standing for the call (set_capture_words; empty: CUDA's, below). They are raised as the
+// platform's runtime raises them: a RuntimeError (c10::Error), as torch_npu's NPU_CHECK_ERROR does.
+std::mutex g_words_mutex;
+std::string g_refused_words, g_invalidated_words;
+
+std::string words(const std::string& form, const std::string& what) {
+  std::string out = form;
+  const size_t at = out.find("{what}");
+  if (at != std::string::npos) out.replace(at, 6, what);
+  return out;
+}
+
 [[noreturn]] void capture_error(const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(g_words_mutex);
+    if (!g_refused_words.empty()) throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, words(g_refused_words, what));
+  }
   // cudaErrorStreamCaptureUnsupported, as PyTorch surfaces it (torch.AcceleratorError)
   throw c10::AcceleratorError(
       {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 900,
@@ -179,6 +196,12 @@ class Graph final : public at::GraphImplInterface {
     owned_.clear();
     if (!invalidated_.empty()) {
       nodes_.clear();
+      {
+        std::lock_guard<std::mutex> lock(g_words_mutex);
+        if (!g_invalidated_words.empty()) {
+          throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, words(g_invalidated_words, invalidated_));
+        }
+      }
       throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 901,
                                   "CUDA error: operation failed due to a previous error during capture (" +
                                       invalidated_ + ")");
@@ -499,6 +522,12 @@ at::Tensor capture_note(at::Tensor t) {
   Graph* g = capture_here();
   if (C10_UNLIKELY(g != nullptr)) g->own(t);
   return t;
+}
+
+void set_capture_words(const std::string& refused, const std::string& invalidated) {
+  std::lock_guard<std::mutex> lock(g_words_mutex);
+  g_refused_words = refused;
+  g_invalidated_words = invalidated;
 }
 
 void register_generator(const at::Generator& g) {

@@ -100,7 +100,9 @@ void npu_cpu_fallback_check(const c10::OperatorHandle& op) {
   if (C10_LIKELY(it != decided.end() && it->second)) return;
   const std::string name = c10::toString(op.schema().operator_name());
   if (it == decided.end()) {
-    const bool is_native = name.rfind("aten::", 0) != 0 ? false : native().count(name.substr(6)) > 0;
+    // the table names aten operators without their namespace; others by their qualified name (the
+    // simulator's own operators, which stand for work torch_npu does natively)
+    const bool is_native = native().count(name.rfind("aten::", 0) == 0 ? name.substr(6) : name) > 0;
     it = decided.emplace(&op.schema(), is_native).first;
     if (is_native) return;
   }

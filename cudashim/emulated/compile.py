@@ -23,7 +23,7 @@ _EMPTY_STRIDED = '''
 from cudashim.emulated.compile import empty_strided as _cudashim_empty_strided
 empty_strided_{0} = _cudashim_empty_strided("{0}")
 '''
-# the cuda device's C++ kernel calls ask this first: inside a CUDA graph capture they go through a
+# the device's C++ kernel calls ask this first: inside a graph capture they go through a
 # recordable operator (graph_kernels.py)
 _CAPTURE = '''
 from cudashim.emulated import graph_kernels as _cudashim_graph_kernels
@@ -42,12 +42,12 @@ def empty_strided(device: str) -> Callable[..., Any]:
 
 def _wrapper_class(device: str = "cuda") -> type:
     """The wrapper code generator for `device` (also the simulated NPU's, emulated/npu/compile.py).
-    On cuda, C++ kernel calls are recorded by a CUDA graph capture (graph_kernels.py); the simulated
-    NPU has no graph capture."""
+    C++ kernel calls on the device are recorded by a graph capture (graph_kernels.py): a CUDA graph on
+    cuda, an NPU graph on the simulated NPU."""
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
     from torch._inductor.virtualized import V
 
-    recordable = device == "cuda"
+    recordable = True
 
     class KernelCalls:
         def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, triton: bool = True,

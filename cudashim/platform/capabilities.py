@@ -96,7 +96,10 @@ TABLE: tuple[Capability, ...] = (
     _cap("cuda_graphs", "CUDA graphs", "torch.cuda.CUDAGraph",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L3", "torch.cuda.CUDAGraph / torch.cuda.graph (nano-vllm captured "
                "its decode graphs under the shim on an NVIDIA GPU)"),
-         ascend=Entry(E, RAISE_CONSTRUCTION, "L1", "aliased to torch.npu.NPUGraph by transfer_to_npu", _EAGER),
+         ascend=Entry(E, RAISE_CONSTRUCTION, "L1s", "aliased to torch.npu.NPUGraph by transfer_to_npu; ran on the "
+               "simulated NPU: the wheel's torch_npu/npu/graphs.py over the core's graph recorder, torch_npu's capture "
+               "refusals in its words (tests/simulated/test_graphs_sim.py; nano-vllm TP=1/2 with enforce_eager=False)",
+               _EAGER),
          cpu=Entry(E, RAISE_CALL, "L3", "the emulated device records the calls of a capture at its dispatcher and "
                    "replays them in C++ on the captured memory (tests/emulated/test_graphs.py; nano-vllm with "
                    "enforce_eager=False); CUDA's capture errors where CUDA raises them; torch.compile's "

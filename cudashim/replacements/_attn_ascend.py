@@ -146,12 +146,50 @@ def _decode_window_mask(lens: list[int], kv_s: int, left: int, device: torch.dev
     return torch.arange(kv_s, device=device).view(1, 1, 1, -1) < first
 
 
+def _capturing() -> bool:
+    """Whether an NPU graph capture is recording the current stream (torch.npu.is_current_stream_capturing)."""
+    f = getattr(getattr(_npu(), "npu", None), "is_current_stream_capturing", None)
+    return bool(f()) if f is not None else False
+
+
+def _captured_decode(a: Attn, kwargs: dict) -> bool:
+    """A paged decode inside an NPU graph capture, without reading the key lengths on the host.
+
+    actual_seq_lengths_kv is a host int list, fixed when the capture records the operator (torch_npu
+    changes it only through NPUGraph.update), and reading cache_seqlens into it is a synchronising copy
+    that the capture refuses. So every sequence gets the block table's whole width, and a (B, 1, 1, KV_S)
+    mask computed on the device from the lengths hides the keys past each one (and left of a window):
+    every replay reads the lengths the tensors hold then. Padded block-table entries (-1) are clamped
+    to page 0; the mask hides what they read. The operator's docs then need as many cache blocks as the
+    batch times the table's width ("blocknum不能小于...每个batch的block数量之和"): an engine's KV pool is
+    that large; a smaller cache gets the operator's own error. Returns False where this does not apply."""
+    if a.q_len != 1 or not a.paged or not _pages_fit(1, a.k.shape[1]) or not _capturing():
+        return False
+    bs = a.k.shape[1]
+    kv_s = a.block_table.shape[1] * bs
+    lens = a.key_lengths().to(torch.int64).view(-1, 1, 1, 1)
+    pos = torch.arange(kv_s, device=a.q.device).view(1, 1, 1, -1)
+    mask = pos >= lens
+    if a.window[0] >= 0:
+        mask = mask | (pos < lens - 1 - a.window[0])
+    kwargs.update(actual_seq_lengths_kv=[kv_s] * a.batch, atten_mask=mask, sparse_mode=0,
+                  block_table=a.block_table.clamp(min=0).to(torch.int32), block_size=bs)
+    return True
+
+
 def _kvcache(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     _reject(a, lse_ok=True)
     b, sq = a.batch, a.q_len
     hq, d = a.q.shape[1], a.q.shape[2]
     hk = a.k.shape[-2]
     q = a.q.view(b, sq, hq, d)
+    captured: dict = {}
+    if _captured_decode(a, captured):
+        bs = a.k.shape[1]
+        k = a.k.reshape(a.k.shape[0], bs, hk * d)
+        v = a.v.reshape(a.v.shape[0], bs, hk * a.v.shape[-1])
+        kwargs = {"num_heads": hq, "num_key_value_heads": hk, "scale": a.scale, "input_layout": "BSND", **captured}
+        return _call_fia(a, q, k, v, kwargs)
     lens = [int(x) for x in a.key_lengths().tolist()]
     kwargs: dict = {
         "num_heads": hq,
@@ -185,6 +223,12 @@ def _kvcache(a: Attn) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         # With Q_S == 1 the docs make sparse_mode and pre_tokens ineffective, but a sparse_mode-0 mask of
         # shape (B, 1, Q_S, KV_S) still applies: the window's left edge becomes that mask.
         kwargs.update(atten_mask=_decode_window_mask(lens, kv_s, a.window[0], a.q.device), sparse_mode=0)
+    return _call_fia(a, q, k, v, kwargs)
+
+
+def _call_fia(a: Attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              kwargs: dict) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    b, sq, hq = a.batch, a.q_len, a.q.shape[1]
     if a.want_lse:
         kwargs["softmax_lse_flag"] = True
     out, lse = _npu().npu_fused_infer_attention_score(q, k, v, **kwargs)

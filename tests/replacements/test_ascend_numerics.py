@@ -204,3 +204,32 @@ def test_decode_with_a_sliding_window_masks_the_keys_left_of_it(npu, block):
     for b in range(2):
         ro, _ = ref_attention(q[b], ks[b], vs[b], scale=0.125, causal=True, window=(5, 0))
         torch.testing.assert_close(out[b].double(), ro, **tolerance(torch.float16))
+
+
+@pytest.mark.parametrize("window", [(-1, -1), (6, 0)])
+def test_paged_decode_inside_an_npu_graph_capture_reads_lengths_on_the_device(npu, monkeypatch, window):
+    """While a capture is open the decode must not read cache_seqlens to the host (a synchronising copy the
+    capture refuses; host lengths would be replayed stale): actual_seq_lengths_kv is the block table's
+    width for every sequence and a device mask hides the keys past each length (and left of the window).
+    The result is the float64 oracle's, block-table padding (-1) included."""
+    from cudashim.replacements import _attn_ascend
+
+    monkeypatch.setattr(_attn_ascend, "_capturing", lambda: True)
+    seen: list[dict] = []
+    fia = npu.npu_fused_infer_attention_score
+    monkeypatch.setattr(npu, "npu_fused_infer_attention_score", lambda *a, **kw: seen.append(kw) or fia(*a, **kw))
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: pytest.fail("read a tensor to the host"))
+    gen = torch.Generator().manual_seed(7)
+    hq, hk, d, block = 8, 2, 64, 16
+    lens = [5, 140, 2]
+    ks, vs = _seqs(lens, hk, d, torch.bfloat16, gen), _seqs(lens, hk, d, torch.bfloat16, gen)
+    q = randn((3, 1, hq, d), torch.bfloat16, gen)
+    # FIA: "blocknum不能小于...每个batch的block数量之和": every sequence now counts the table's whole width
+    p = make_paged(ks, vs, block, gen, spare_blocks=16)
+    assert (p.block_table < 0).any() and p.k_cache.shape[0] >= 3 * p.block_table.shape[1]
+    out = flash_attn_with_kvcache(q, p.k_cache, p.v_cache, cache_seqlens=torch.tensor(lens, dtype=torch.int32),
+                                  block_table=p.block_table, softmax_scale=0.11, causal=True, window_size=window)
+    assert seen[0]["actual_seq_lengths_kv"] == [p.block_table.shape[1] * block] * 3
+    for b in range(3):
+        ro, _ = ref_attention(q[b], ks[b], vs[b], scale=0.11, causal=True, window=window)
+        torch.testing.assert_close(out[b].double(), ro, **tolerance(torch.bfloat16))

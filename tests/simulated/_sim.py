@@ -13,7 +13,7 @@ import pytest
 from cudashim.emulated.npu.site import fetch_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
-__all__ = ["ROOT", "need_wheel", "run_sim"]
+__all__ = ["ROOT", "need_wheel", "run_sim", "run_readiness"]
 
 
 def need_wheel() -> Path:
@@ -32,3 +32,16 @@ def run_sim(args: list[str], extra_env: dict[str, str] | None = None, timeout: i
     env.update(PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false", **(extra_env or {}))
     cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "ascend", "--simulate", *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_readiness(tmp_path: Path, program: str) -> tuple[Path, subprocess.CompletedProcess, dict]:
+    """Run `program` (written to tmp_path/prog.py) with the report on: (its path, the run, npu_readiness)."""
+    import json
+
+    need_wheel()
+    prog = tmp_path / "prog.py"
+    prog.write_text(program)
+    out = tmp_path / "r.json"
+    r = run_sim(["--report", str(out), str(prog)])
+    assert r.returncode == 0, r.stderr[-4000:]
+    return prog, r, json.loads(out.read_text())["npu_readiness"]

@@ -129,3 +129,30 @@ def test_device_index_past_eight_bits_is_refused_not_narrowed():
     assert lines[0].startswith("set_device(257) refused: ") and "invalid device ordinal" in lines[0], lines  # CUDA's answer
     assert lines[1].startswith("memory_allocated(130) refused: Overflow when unpacking DeviceIndex"), lines
     assert lines[2] == "current 0", lines
+
+
+GENERATORS = r"""
+import json, torch, torch_npu
+out = {"device": str(torch.Generator(device="npu").device), "default": str(torch.npu.default_generators[0].device)}
+g = torch.Generator(device="npu").manual_seed(3)
+a = torch.randn(4, device="npu", generator=g).cpu()
+g.manual_seed(3)
+out["reproducible"] = bool(torch.equal(a, torch.randn(4, device="npu", generator=g).cpu()))
+try:
+    torch.randn(3, device="npu", generator=torch.Generator())
+except RuntimeError as e:
+    out["cpu_generator"] = str(e).splitlines()[0]
+print(json.dumps(out))
+"""
+
+
+def test_generators_live_on_the_npu_and_a_cpu_generator_is_refused():
+    """As torch_npu's NPUGeneratorImpl: npu generators report their device; a CPU generator handed to an npu
+    operator fails ATen's check_generator, in its words."""
+    need_wheel()
+    r = run_sim(["-c", GENERATORS])
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = _last_json(r.stdout)
+    assert got["device"] == "npu:0" and got["default"] == "npu:0", got
+    assert got["reproducible"] is True
+    assert got["cpu_generator"] == "Expected a 'npu' device type for generator but found 'cpu'", got

@@ -46,3 +46,30 @@ def test_npu_profile_presents_the_part() -> None:
                                  "in total by PyTorch).If reserved memory is >> allocated memory"), got["oom"]
     assert got["num_ooms"] == 1
     assert "cudashim preflight (ascend910b4, npu:0, 32.00 GiB)" in r.stderr
+
+
+FRACTION = r"""
+import json, torch, torch_npu
+out = {"before": [torch.npu.get_per_process_memory_fraction(), torch.npu.memory.get_per_process_memory_fraction(0)]}
+torch.npu.set_per_process_memory_fraction(0.01)
+out["after"] = torch.npu.get_per_process_memory_fraction(0)
+x = torch.empty(200 * 2**20, dtype=torch.uint8, device="npu")  # within 1% of 32 GiB
+try:
+    torch.empty(400 * 2**20, dtype=torch.uint8, device="npu")
+except torch.OutOfMemoryError as e:
+    out["oom"] = str(e)
+out["num_ooms"] = torch.npu.memory_stats()["num_ooms"]
+print(json.dumps(out))
+"""
+
+
+def test_memory_fraction_is_answered_and_enforced() -> None:
+    """torch_npu exports get_per_process_memory_fraction from torch.npu and torch.npu.memory; the share
+    set_per_process_memory_fraction allows is enforced with torch_npu's out-of-memory error."""
+    need_wheel()
+    r = run_sim(["-c", FRACTION], {"CUDASHIM_PROFILE": "ascend910b4"})
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = _last_json(r.stdout)
+    assert got["before"] == [1.0, 1.0] and abs(got["after"] - 0.01) < 1e-8  # the core keeps a float
+    assert got["oom"].startswith("NPU out of memory. Tried to allocate 400.00 MiB (NPU 0; "), got["oom"]
+    assert got["num_ooms"] == 1

@@ -3,9 +3,8 @@ with torch_npu 2.13.0's status for it, its count and the first call site in the 
 
 from __future__ import annotations
 
-import json
 
-from _sim import need_wheel, run_sim
+from _sim import need_wheel, run_readiness, run_sim
 
 PROGRAM = """import torch
 x = torch.tensor([[1., 2., 2., 3.], [4., 4., 5., 5.]]).cuda()
@@ -20,13 +19,7 @@ with torch.inference_mode():
 
 
 def test_the_report_lists_each_operator_with_its_npu_status_count_and_call_site(tmp_path):
-    need_wheel()
-    prog = tmp_path / "prog.py"
-    prog.write_text(PROGRAM)
-    out = tmp_path / "r.json"
-    r = run_sim(["--report", str(out), str(prog)])
-    assert r.returncode == 0, r.stderr[-4000:]
-    ready = json.loads(out.read_text())["npu_readiness"]
+    prog, r, ready = run_readiness(tmp_path, PROGRAM)
     ops = {(o["op"], o["dtypes"]): o for o in ready["ops"]}
     mode = ops[("aten::mode", "float32")]
     assert (mode["status"], mode["calls"], mode["first_call_site"]) == ("fallback", 2, f"{prog}:4")

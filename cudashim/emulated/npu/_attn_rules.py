@@ -114,7 +114,8 @@ def attend_one(
         vf = vf.repeat_interleave(group, dim=1)
     s = torch.einsum("qhd,khd->hqk", qf, kf) * float(scale)
     s = s.masked_fill(~allowed, -math.inf)
-    row_max = s.amax(dim=-1)
+    # a sequence with no key at all (actual_seq_lengths_kv 0) is a row with every key masked
+    row_max = s.amax(dim=-1) if s.shape[-1] else torch.full(s.shape[:-1], -math.inf)
     safe_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
     p = torch.exp(s - safe_max.unsqueeze(-1))  # exp(-inf) = 0 for masked keys
     row_sum = p.sum(dim=-1)

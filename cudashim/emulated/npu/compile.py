@@ -24,7 +24,12 @@ def register(torch: Any) -> None:
     from torch._inductor.codegen.common import register_device_op_overrides
     from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 
-    register_backend_for_device("npu", CppScheduling, _wrapper_class("npu"), CppWrapperCpu)
+    from .. import graph_kernels
+
+    # the no-op pass keys Inductor's cache on the wrapper's code (graph_kernels.cache_key_pass): a wrapper
+    # cached without the capture branch must not be loaded, or its kernels run unrecorded in an NPU graph
+    register_backend_for_device("npu", CppScheduling, _wrapper_class("npu"), CppWrapperCpu,
+                                device_custom_pass=graph_kernels.cache_key_pass())
     register_device_op_overrides("npu", CpuDeviceOpOverrides())
     use_cpp_backend("npu")
     from torch._dynamo.device_interface import register_interface_for_device

@@ -23,6 +23,10 @@ __all__ = ["TABLE_PATH", "table", "native_since", "status", "install", "Status"]
 TABLE_PATH = Path(__file__).resolve().parent / "torch_npu_ops.json"
 
 Status = str  # "native" | "composite" | "fallback" | "fails"
+
+#: the simulator's own operators, by qualified name: each stands for work a real torch_npu does on the NPU
+#: (a compiled kernel or an NPU operator called inside a graph capture, graph_kernels.py), not a fallback
+SIMULATOR_OPS = ("cudashim::graph_kernel",)
 _COMPOSITE_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 
 
@@ -55,4 +59,4 @@ def status(op: str) -> Status:
 def install(core: Any) -> None:
     """The core's fallback follows the table from now on (the simulated NPU's start, before any operator)."""
     t = table()
-    core.set_npu_native(sorted(t["ops"]), sorted(t["sparse"]))
+    core.set_npu_native(sorted(t["ops"]) + list(SIMULATOR_OPS), sorted(t["sparse"]))

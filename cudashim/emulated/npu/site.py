@@ -33,6 +33,11 @@ REAL_FILES = (
     "torch_npu/_init/common/warning_utils.py",
     "torch_npu/utils/_error_code.py",
     "torch_npu/utils/utils.py",
+    "torch_npu/npu/graphs.py",
+    "torch_npu/npu/_npugraph_handlers/npugraph_handler.py",
+    "torch_npu/npu/_npugraph_handlers/ifa_handler.py",
+    "torch_npu/npu/_npugraph_handlers/simple_handler.py",
+    "torch_npu/_compiler/_config.py",
 )
 
 

@@ -6,10 +6,18 @@ from . import _table
 __all__ = [n for n in ("memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
                        "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
                        "reset_max_memory_cached", "empty_cache", "mem_get_info", "memory_summary",
-                       "set_per_process_memory_fraction", "memory_stats_as_nested_dict",
+                       "set_per_process_memory_fraction", "get_per_process_memory_fraction", "memory_stats_as_nested_dict",
                        "reset_accumulated_memory_stats", "caching_allocator_alloc", "caching_allocator_delete")
            if n in _table]
 globals().update({n: _table[n] for n in __all__})
+__all__.append("host_empty_cache")
+
+
+def host_empty_cache():
+    """torch_npu.npu.host_empty_cache: pinned host memory is returned as it is freed; nothing is cached."""
+    import torch_npu._C
+
+    torch_npu._C._npu_hostEmptyCache()
 
 
 def _not_simulated(name):
