@@ -289,11 +289,14 @@ TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
   for (const char* op : kVendorPredicates) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&answers_no>());
 }
 
-// An operator with a CPU kernel and a composite one (structured, or CompositeExplicitAutograd) takes
-// the CPU kernel on the device: a CPU build fills the CUDA slot with the composite, which runs
-// its parts on the device one by one (three dispatches for a structured operator's out= wrapper) and
-// may compute differently (native_layer_norm's math_native_layer_norm differs from the CPU's fused
-// kernel by an ulp, so long trainings drifted from their CPU twins).
+// An operator with a CPU kernel and a composite one (structured, CompositeExplicitAutograd or
+// CompositeImplicitAutograd) takes the CPU kernel on the device: a CPU build fills the CUDA slot with
+// the composite, which runs its parts on the device one by one (three dispatches for a structured
+// operator's out= wrapper) and may compute differently (native_layer_norm's math_native_layer_norm
+// differs from the CPU's fused kernel by an ulp, so long trainings drifted from their CPU twins;
+// silu_backward's and mish_backward's math versions round otherwise than the CPU's vectorized kernels).
+// For a CompositeImplicitAutograd operator the device's autograd slot then resolves as the CPU's does
+// (a direct backend kernel keeps the composite out of autograd on both).
 void register_cpu_kernels_direct() {
   static std::unique_ptr<torch::Library> lib;
   if (lib) return;
@@ -304,8 +307,8 @@ void register_cpu_kernels_direct() {
     auto h = dispatcher.findOp(name);
     if (!h || !h->hasSchema() || h->hasKernelForDispatchKey(kKey) || !h->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
         !(h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-          h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) ||
-        h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+          h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+          h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))) {
       continue;
     }
     bool view = false;  // a view must alias the device tensor's own storage: never through CPU views

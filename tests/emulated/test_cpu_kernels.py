@@ -3,10 +3,11 @@ operator on CPU tensors (one intra-op thread). That is the device's promise, not
 skip under real CUDA.
 
 A CPU build of PyTorch fills the CUDA slot of an operator that has both a CPU kernel and a
-CompositeExplicitAutograd kernel with the composite (written for backends without a kernel of their
-own): `native_layer_norm` then ran `math_native_layer_norm` on the device (var_mean and friends), about
-one ulp away from the CPU's fused kernel, and minGPT's adder drifted from its CPU twin after 200
-iterations. Such operators must reach the CPU kernel (the fallback) on the device too.
+CompositeExplicitAutograd (or CompositeImplicitAutograd) kernel with the composite (written for
+backends without a kernel of their own): `native_layer_norm` then ran `math_native_layer_norm` on the
+device (var_mean and friends), about one ulp away from the CPU's fused kernel, and minGPT's adder
+drifted from its CPU twin after 200 iterations; `silu_backward` and `mish_backward` ran their math
+versions, which round otherwise. Such operators must reach the CPU kernel (the fallback) on the device too.
 """
 
 from __future__ import annotations
@@ -19,17 +20,19 @@ from emulated_run import REAL_CUDA, run_python
 
 pytestmark = pytest.mark.skipif(REAL_CUDA, reason="the device's promise (CPU kernels), not CUDA's")
 
-# Operators whose CUDA slot a CPU build fills with a CompositeExplicitAutograd kernel although the
-# CPU has a kernel of its own (views excluded: they alias, the device registers its own).
+# Operators whose CUDA slot a CPU build fills with a composite kernel (CompositeExplicitAutograd or
+# CompositeImplicitAutograd) although the CPU has a kernel of its own (views excluded: they alias, the
+# device registers its own).
 COMPOSITE_SLOTS = r"""
 import json, torch
 torch.ones(1, device="cuda")  # the device's registrations are in place
 has = torch._C._dispatch_has_kernel_for_dispatch_key
 missed = []
 for name in torch._C._dispatch_get_all_op_names():
-    if not name.startswith("aten::") or has(name, "CompositeImplicitAutograd"):
+    if not name.startswith("aten::"):
         continue
-    if has(name, "CPU") and has(name, "CompositeExplicitAutograd") and not has(name, "CUDA"):
+    composite = has(name, "CompositeExplicitAutograd") or has(name, "CompositeImplicitAutograd")
+    if has(name, "CPU") and composite and not has(name, "CUDA"):
         schema = torch._C._get_schema(*(name.split(".", 1) + [""])[:2])
         if not any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
             missed.append(name)
@@ -66,6 +69,11 @@ out["group_norm grads"] = diff(gc, gd)
 m, u, v = torch.randn(5, 7), torch.randn(5), torch.randn(7)
 out["addr"] = diff([torch.addr(m, u, v, beta=0.3, alpha=1.7)],
                    [torch.addr(m.cuda(), u.cuda(), v.cuda(), beta=0.3, alpha=1.7)])
+for name, fn in (("silu", F.silu), ("mish", F.mish)):  # their backward ops: CPU kernel and a math composite
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        x = torch.randn(257, dtype=dtype)
+        (yc, yd), (gc, gd) = grads(fn, x)
+        out[f"{name} {dtype} grad"] = diff(gc, gd)
 print(json.dumps(out))
 """
 
@@ -207,3 +215,4 @@ def test_replacement_kernels_read_device_tensors_on_the_host() -> None:
     assert _last_json(HOST_ATTENTION) == {"allocations": 1, "device": "cuda:0", "same bits": True, "grad": True,
                                           "dropout seeded by the device": True, "dropout leaves the CPU generator": True,
                                           "store allocations": 0, "store same bits": True}
+
