@@ -216,3 +216,42 @@ def test_replacement_kernels_read_device_tensors_on_the_host() -> None:
                                           "dropout seeded by the device": True, "dropout leaves the CPU generator": True,
                                           "store allocations": 0, "store same bits": True}
 
+
+# A compiled graph checks each convolution's output strides against what its fake tensors predict for
+# the device (the memory format of the backend the device type selects); the CPU kernel's own layout
+# differs where the input is channels-last (inductor lays a GPU convolution's input out so), and the
+# compiled step failed its stride assertion. The device hands back the predicted layout, the CPU's bits.
+CONV_LAYOUT = r"""
+import json, torch, torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+torch.set_num_threads(1)
+torch.manual_seed(0)
+out = {}
+cases = {
+    "depthwise 2d, channels-last input": (torch.randn(2, 3, 10, 10).to(memory_format=torch.channels_last),
+                                          torch.randn(3, 1, 3, 3), dict(groups=3)),
+    "2d, channels-last input": (torch.randn(2, 4, 9, 9).to(memory_format=torch.channels_last), torch.randn(5, 4, 3, 3), {}),
+    "transposed 2d, channels-last input": (torch.randn(2, 4, 5, 5).to(memory_format=torch.channels_last),
+                                           torch.randn(4, 3, 3, 3), dict(stride=2)),
+    "1d": (torch.randn(2, 4, 11), torch.randn(6, 4, 3), {}),
+}
+for name, (x, w, kw) in cases.items():
+    fn = F.conv_transpose2d if name.startswith("transposed") else (F.conv1d if x.dim() == 3 else F.conv2d)
+    xd, wd = x.cuda().requires_grad_(), w.cuda().requires_grad_()
+    got = fn(xd, wd, **kw)
+    with FakeTensorMode() as mode:
+        predicted = fn(mode.from_tensor(xd), mode.from_tensor(wd), **kw).stride()
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    cpu = fn(xc, wc, **kw)
+    g = torch.randn_like(cpu)
+    grads = torch.autograd.grad(got, (xd, wd), g.cuda()), torch.autograd.grad(cpu, (xc, wc), g)
+    out[name] = {"strides as predicted": got.stride() == predicted,
+                 "same bits": torch.equal(got.cpu(), cpu.detach()) and
+                              all(torch.equal(a.cpu(), b) for a, b in zip(*grads))}
+print(json.dumps(out))
+"""
+
+
+def test_convolution_layout_is_what_compiled_code_predicts_and_values_the_cpus() -> None:
+    got = _last_json(CONV_LAYOUT)
+    assert all(v["strides as predicted"] and v["same bits"] for v in got.values()), got
