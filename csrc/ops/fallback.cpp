@@ -96,6 +96,11 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (view.strides() != original.strides()) original.as_strided_(view.sizes(), view.strides());
       cpu_view(original, false).copy_(view);
     }
+    // a kernel may hand part of its answer back as a conjugate or negative bit of its out= argument
+    // (linalg_lu_solve with left=False solves the adjoint system, then flips the conj bit of its result
+    // in place): the device tensor takes the bit as the CPU tensor would have
+    if (v.written && view.is_conj() != v.original.is_conj()) v.original._set_conj(view.is_conj());
+    if (v.written && view.is_neg() != v.original.is_neg()) v.original._set_neg(view.is_neg());
   }
 
   const size_t m = schema.returns().size();

@@ -255,3 +255,27 @@ print(json.dumps(out))
 def test_convolution_layout_is_what_compiled_code_predicts_and_values_the_cpus() -> None:
     got = _last_json(CONV_LAYOUT)
     assert all(v["strides as predicted"] and v["same bits"] for v in got.values()), got
+
+
+# A CPU kernel may hand part of its answer back as metadata of its out= argument: linalg_lu_solve with
+# left=False solves the adjoint system and then flips the conj bit of its result in place. The device
+# runs the kernel on a CPU view of the out= tensor, so the bit must reach the device tensor too (the
+# simulated NPU reaches this through the operator's composite, torch_npu having no kernel for it).
+OUT_CONJ = r"""
+import json, torch
+torch.manual_seed(0)
+out = {}
+for dtype in (torch.complex64, torch.complex128, torch.float64):
+    A, B = torch.randn(3, 3, dtype=dtype), torch.randn(2, 3, dtype=dtype)
+    LU, piv = torch.linalg.lu_factor(A)
+    want = torch.linalg.lu_solve(LU, piv, B, left=False)
+    got = torch.empty(2, 3, dtype=dtype, device="cuda")
+    torch.linalg.lu_solve(LU.cuda(), piv.cuda(), B.cuda(), left=False, out=got)
+    out[str(dtype)] = torch.equal(got.cpu(), want)
+print(json.dumps(out))
+"""
+
+
+def test_an_out_argument_takes_the_conj_bit_its_cpu_kernel_sets() -> None:
+    got = _last_json(OUT_CONJ)
+    assert all(got.values()), got
