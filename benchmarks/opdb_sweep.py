@@ -81,6 +81,11 @@ def _chunk(names: list[str], opts: argparse.Namespace, log: Any) -> list[dict[st
     todo = list(names)
     env = {k: v for k, v in os.environ.items() if k != "CUDASHIM_DISABLE"}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+    if opts.device == "npu":
+        # op_db compares torch.cuda.get_device_capability() with a tuple while it is imported; under
+        # transfer_to_npu that is torch.npu's, None unless this variable names one (as torch_npu answers).
+        # The value picks only op_db's CUDA-only dtype lists, which the sweep does not use.
+        env.setdefault("TORCH_NPU_DEVICE_CAPABILITY", "8.0")
     while todo:
         with tempfile.TemporaryDirectory() as tmp:
             ops_file, out = Path(tmp) / "ops", Path(tmp) / "out.jsonl"

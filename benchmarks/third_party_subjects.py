@@ -2,7 +2,8 @@
 
 Nothing here is copied from the subjects: suites come as their sdists from the package index (pinned
 versions, downloaded by `benchmarks/third_party.py --setup`), programs from their repositories at
-pinned commits (read-only checkouts the user points to with `--sources`). Each program runs with its
+pinned commits (read-only checkouts the user points to with `--sources`), and so do the tests of a
+suite whose sdist ships none. Each program runs with its
 own command-line options only; where it needs a data set, `make_*` below writes a small synthetic one
 where the program's options make it look (no downloads, never an edit of the program).
 """
@@ -28,6 +29,13 @@ class Suite:
     sdist_dir: str           # top folder inside the sdist
     tests: tuple[str, ...]   # test paths inside the sdist, copied into a fresh folder to run
     how_cuda: str            # how the suite selects CUDA (for the report)
+    # A suite whose sdist ships no tests comes from its repository at a pinned commit instead (`repo`, a key
+    # of REPOS, exported with `git archive`, so the checkout's own state does not matter); `files`: what
+    # else of the source tree its tests need (the root conftest.py, helper packages).
+    repo: str = ""
+    files: tuple[str, ...] = ()
+    cpu_args: tuple[str, ...] = ()   # pytest options of the CPU run ...
+    cuda_args: tuple[str, ...] = ()  # ... and of the CUDA run, where the suite picks its device by option
 
 
 # How each suite picks CUDA was read from the suite itself; the CPU run is the same files, plain torch.
@@ -45,6 +53,12 @@ SUITES: tuple[Suite, ...] = (
           tuple(f"test/examples/test_{n}.py" for n in (
               "simple_gp_regression", "sgpr_regression")),
           "`test_*_cuda` methods that run their case on cuda only `if torch.cuda.is_available()`"),
+    # depthwise convolutions (filter2d/filter3d: `conv2d(..., groups=C)`) under gradcheck, and DexiNed's
+    # transposed convolutions; kornia's sdists ship no tests, so they come from the release's commit.
+    # One file: the whole tests/filters takes over an hour per run on 2 cores.
+    Suite("kornia", "kornia==0.8.2", "kornia-0.8.2", ("tests/filters/test_filters.py",),
+          "the root conftest's `--device` option (cpu, or cuda:0 when torch.cuda.is_available())",
+          repo="kornia", files=("conftest.py", "testing"), cpu_args=("--device", "cpu"), cuda_args=("--device", "cuda")),
 )
 
 # Repositories the programs come from, at the commits these figures were taken with.
@@ -53,6 +67,7 @@ REPOS: dict[str, tuple[str, str]] = {
     "nanoGPT": ("https://github.com/karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"),
     "minGPT": ("https://github.com/karpathy/minGPT", "37baab71b9abea1b76ab957409a1cc2fbfba8a26"),
     "makemore": ("https://github.com/karpathy/makemore", "988aa59e4d8fefa526d06f3b453ad116258398d4"),
+    "kornia": ("https://github.com/kornia/kornia", "856fd1ae6becd4300646db2b44ea3507e4ab0066"),  # v0.8.2
 }
 # what the programs import beyond torch and numpy (makemore logs through torch.utils.tensorboard)
 PROGRAM_PINS: tuple[str, ...] = ("tensorboard==2.21.0",)

@@ -9,6 +9,9 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/ConvUtils.h>
+#include <c10/core/MemoryFormat.h>
+#include <c10/util/strides.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
@@ -109,6 +112,11 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       original.as_strided_(view.sizes(), view.strides(), view.storage_offset());
       cpu_view(original, false).copy_(view);
     }
+    // a kernel may hand part of its answer back as a conjugate or negative bit of its out= argument
+    // (linalg_lu_solve with left=False solves the adjoint system, then flips the conj bit of its result
+    // in place): the device tensor takes the bit as the CPU tensor would have
+    if (v.written && view.is_conj() != v.original.is_conj()) v.original._set_conj(view.is_conj());
+    if (v.written && view.is_neg() != v.original.is_neg()) v.original._set_neg(view.is_neg());
   }
 
   const size_t m = schema.returns().size();
@@ -298,6 +306,70 @@ const char* const kChoosesBackend[] = {"convolution", "_convolution", "_convolut
 const char* const kVendorPredicates[] = {"_use_cudnn_ctc_loss", "_use_cudnn_ctc_loss.Tensor", "_use_miopen_ctc_loss",
                                          "_use_miopen_ctc_loss.Tensor"};
 
+// The layout a device tensor's convolution hands back is the one torch.compile's fake tensors predict
+// for the device (fake_impls.py's conv: the memory format of the backend the device type selects), not
+// the CPU kernel's own: a compiled graph checks each extern kernel's output strides against its
+// prediction (inductor lays a GPU convolution's input out channels-last; CUDA's depthwise kernel
+// answers contiguous where the CPU's answers channels-last). The values stay the CPU's bits. A CPU
+// build selects no cuDNN, so for a channels-last input the prediction (and so the device) is
+// contiguous where a GPU's cuDNN would answer channels-last: a layout, never a value.
+c10::DimVector strides_in(c10::IntArrayRef sizes, at::MemoryFormat format) {
+  if (format == at::MemoryFormat::ChannelsLast && sizes.size() == 3) {  // as fake_impls: unsqueeze(2), convert, squeeze(2)
+    const int64_t four[] = {sizes[0], sizes[1], 1, sizes[2]};
+    auto s = c10::get_channels_last_strides_2d(four);
+    return {s[0], s[1], s[3]};
+  }
+  if (format == at::MemoryFormat::ChannelsLast && sizes.size() == 4) {
+    auto s = c10::get_channels_last_strides_2d(sizes);
+    return c10::DimVector(s.begin(), s.end());
+  }
+  if (format == at::MemoryFormat::ChannelsLast3d && sizes.size() == 5) {
+    auto s = c10::get_channels_last_strides_3d(sizes);
+    return c10::DimVector(s.begin(), s.end());
+  }
+  return c10::contiguous_strides(sizes);
+}
+
+void convolution_as_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t base = stack->size() - schema.arguments().size();
+  auto arg = [&](const char* name) -> c10::IValue { return (*stack)[base + *schema.argumentIndexWithName(name)]; };
+  const at::Tensor input = arg("input").toTensor(), weight = arg("weight").toTensor();
+  const bool backward = schema.name() == "aten::convolution_backward";
+  const std::optional<at::Tensor> bias = backward ? std::nullopt : arg("bias").toOptional<at::Tensor>();
+  std::optional<std::vector<int64_t>> bias_sizes;
+  if (backward && !arg("bias_sizes").isNone()) bias_sizes = arg("bias_sizes").toIntVector();
+  const auto stride = arg("stride").toIntVector(), padding = arg("padding").toIntVector(),
+             dilation = arg("dilation").toIntVector(), output_padding = arg("output_padding").toIntVector();
+  const bool transposed = arg("transposed").toBool();
+  const int64_t groups = arg("groups").toInt();
+  fallback(op, stack);
+  at::MemoryFormat format;
+  try {
+    const auto backend = at::native::select_conv_backend(
+        input, weight, bias, c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
+        c10::fromIntArrayRefSlow(dilation), transposed, c10::fromIntArrayRefSlow(output_padding), c10::SymInt(groups),
+        bias_sizes ? at::OptionalSymIntArrayRef(c10::fromIntArrayRefSlow(*bias_sizes)) : at::OptionalSymIntArrayRef(std::nullopt));
+    const bool one_d = weight.dim() == 3;
+    format = at::native::_determine_backend_memory_format(one_d ? input.contiguous().unsqueeze(2) : input,
+                                                          one_d ? weight.unsqueeze(2) : weight, backend);
+  } catch (const c10::Error&) {
+    return;  // no prediction to meet: the CPU's layout stands
+  }
+  const size_t outputs = backward ? 2 : 1;  // grad_bias keeps its own (fake_impls converts it to none)
+  const size_t first = stack->size() - (backward ? 3 : 1);
+  for (size_t i = 0; i < outputs; ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::Tensor& out = v.toTensor();
+    const auto want = strides_in(out.sizes(), format);
+    if (out.strides() == c10::IntArrayRef(want)) continue;
+    at::Tensor laid = at::empty_strided(out.sizes(), want, out.options());
+    laid.copy_(out);
+    v = std::move(laid);
+  }
+}
+
 void answers_no(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   torch::jit::drop(*stack, op.schema().arguments().size());
   stack->emplace_back(false);
@@ -305,7 +377,7 @@ void answers_no(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
-  for (const char* op : kChoosesBackend) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  for (const char* op : kChoosesBackend) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&convolution_as_device>());
   for (const char* op : kVendorPredicates) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&answers_no>());
 }
 

@@ -4,6 +4,7 @@ run on CPU tensors and then on `cuda` in this process from the same seed; prints
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import torch
@@ -24,6 +25,20 @@ def models() -> tuple[nn.Module, nn.Module]:
         nn.Conv2d(NDF, NDF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 2), nn.LeakyReLU(0.2, inplace=True),
         nn.Conv2d(NDF * 2, 1, 4, 1, 0, bias=False), nn.Sigmoid())
     return gen, disc
+
+
+def state_digest(*holders: object) -> str:
+    """SHA-256 over the bytes of every tensor of the models (weights, batch norm's running statistics)
+    and the optimizers (Adam's moments), in a fixed order: equal only if every bit is."""
+    h = hashlib.sha256()
+    for holder in holders:
+        state = holder.state_dict()  # type: ignore[attr-defined]
+        tensors = state.values() if isinstance(holder, nn.Module) else \
+            [t for s in state["state"].values() for _, t in sorted(s.items())]
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def train(device: str) -> dict[str, list[float]]:
@@ -54,6 +69,7 @@ def train(device: str) -> dict[str, list[float]]:
         figures["loss_g"].append(err_g.item())
         figures["d_x"].append(out.mean().item())
     figures["gen_weights"] = [float(sum(p.detach().double().sum().item() for p in gen.parameters()))]
+    figures["state_sha256"] = [state_digest(gen, disc, opt_g, opt_d)]
     figures["devices"] = sorted({p.device.type for p in gen.parameters()})
     return figures
 

@@ -3,10 +3,11 @@ operator on CPU tensors (one intra-op thread). That is the device's promise, not
 skip under real CUDA.
 
 A CPU build of PyTorch fills the CUDA slot of an operator that has both a CPU kernel and a
-CompositeExplicitAutograd kernel with the composite (written for backends without a kernel of their
-own): `native_layer_norm` then ran `math_native_layer_norm` on the device (var_mean and friends), about
-one ulp away from the CPU's fused kernel, and minGPT's adder drifted from its CPU twin after 200
-iterations. Such operators must reach the CPU kernel (the fallback) on the device too.
+CompositeExplicitAutograd (or CompositeImplicitAutograd) kernel with the composite (written for
+backends without a kernel of their own): `native_layer_norm` then ran `math_native_layer_norm` on the
+device (var_mean and friends), about one ulp away from the CPU's fused kernel, and minGPT's adder
+drifted from its CPU twin after 200 iterations; `silu_backward` and `mish_backward` ran their math
+versions, which round otherwise. Such operators must reach the CPU kernel (the fallback) on the device too.
 """
 
 from __future__ import annotations
@@ -19,17 +20,19 @@ from emulated_run import REAL_CUDA, run_python
 
 pytestmark = pytest.mark.skipif(REAL_CUDA, reason="the device's promise (CPU kernels), not CUDA's")
 
-# Operators whose CUDA slot a CPU build fills with a CompositeExplicitAutograd kernel although the
-# CPU has a kernel of its own (views excluded: they alias, the device registers its own).
+# Operators whose CUDA slot a CPU build fills with a composite kernel (CompositeExplicitAutograd or
+# CompositeImplicitAutograd) although the CPU has a kernel of its own (views excluded: they alias, the
+# device registers its own).
 COMPOSITE_SLOTS = r"""
 import json, torch
 torch.ones(1, device="cuda")  # the device's registrations are in place
 has = torch._C._dispatch_has_kernel_for_dispatch_key
 missed = []
 for name in torch._C._dispatch_get_all_op_names():
-    if not name.startswith("aten::") or has(name, "CompositeImplicitAutograd"):
+    if not name.startswith("aten::"):
         continue
-    if has(name, "CPU") and has(name, "CompositeExplicitAutograd") and not has(name, "CUDA"):
+    composite = has(name, "CompositeExplicitAutograd") or has(name, "CompositeImplicitAutograd")
+    if has(name, "CPU") and composite and not has(name, "CUDA"):
         schema = torch._C._get_schema(*(name.split(".", 1) + [""])[:2])
         if not any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
             missed.append(name)
@@ -99,6 +102,11 @@ out["group_norm grads"] = diff(gc, gd)
 m, u, v = torch.randn(5, 7), torch.randn(5), torch.randn(7)
 out["addr"] = diff([torch.addr(m, u, v, beta=0.3, alpha=1.7)],
                    [torch.addr(m.cuda(), u.cuda(), v.cuda(), beta=0.3, alpha=1.7)])
+for name, fn in (("silu", F.silu), ("mish", F.mish)):  # their backward ops: CPU kernel and a math composite
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        x = torch.randn(257, dtype=dtype)
+        (yc, yd), (gc, gd) = grads(fn, x)
+        out[f"{name} {dtype} grad"] = diff(gc, gd)
 print(json.dumps(out))
 """
 
@@ -277,3 +285,67 @@ def test_replacement_kernels_read_device_tensors_on_the_host() -> None:
     assert _last_json(HOST_ATTENTION) == {"allocations": 1, "device": "cuda:0", "same bits": True, "grad": True,
                                           "dropout seeded by the device": True, "dropout leaves the CPU generator": True,
                                           "store allocations": 0, "store same bits": True}
+
+
+# A compiled graph checks each convolution's output strides against what its fake tensors predict for
+# the device (the memory format of the backend the device type selects); the CPU kernel's own layout
+# differs where the input is channels-last (inductor lays a GPU convolution's input out so), and the
+# compiled step failed its stride assertion. The device hands back the predicted layout, the CPU's bits.
+CONV_LAYOUT = r"""
+import json, torch, torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+torch.set_num_threads(1)
+torch.manual_seed(0)
+out = {}
+cases = {
+    "depthwise 2d, channels-last input": (torch.randn(2, 3, 10, 10).to(memory_format=torch.channels_last),
+                                          torch.randn(3, 1, 3, 3), dict(groups=3)),
+    "2d, channels-last input": (torch.randn(2, 4, 9, 9).to(memory_format=torch.channels_last), torch.randn(5, 4, 3, 3), {}),
+    "transposed 2d, channels-last input": (torch.randn(2, 4, 5, 5).to(memory_format=torch.channels_last),
+                                           torch.randn(4, 3, 3, 3), dict(stride=2)),
+    "1d": (torch.randn(2, 4, 11), torch.randn(6, 4, 3), {}),
+}
+for name, (x, w, kw) in cases.items():
+    fn = F.conv_transpose2d if name.startswith("transposed") else (F.conv1d if x.dim() == 3 else F.conv2d)
+    xd, wd = x.cuda().requires_grad_(), w.cuda().requires_grad_()
+    got = fn(xd, wd, **kw)
+    with FakeTensorMode() as mode:
+        predicted = fn(mode.from_tensor(xd), mode.from_tensor(wd), **kw).stride()
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    cpu = fn(xc, wc, **kw)
+    g = torch.randn_like(cpu)
+    grads = torch.autograd.grad(got, (xd, wd), g.cuda()), torch.autograd.grad(cpu, (xc, wc), g)
+    out[name] = {"strides as predicted": got.stride() == predicted,
+                 "same bits": torch.equal(got.cpu(), cpu.detach()) and
+                              all(torch.equal(a.cpu(), b) for a, b in zip(*grads))}
+print(json.dumps(out))
+"""
+
+
+def test_convolution_layout_is_what_compiled_code_predicts_and_values_the_cpus() -> None:
+    got = _last_json(CONV_LAYOUT)
+    assert all(v["strides as predicted"] and v["same bits"] for v in got.values()), got
+
+
+# A CPU kernel may hand part of its answer back as metadata of its out= argument: linalg_lu_solve with
+# left=False solves the adjoint system and then flips the conj bit of its result in place. The device
+# runs the kernel on a CPU view of the out= tensor, so the bit must reach the device tensor too (the
+# simulated NPU reaches this through the operator's composite, torch_npu having no kernel for it).
+OUT_CONJ = r"""
+import json, torch
+torch.manual_seed(0)
+out = {}
+for dtype in (torch.complex64, torch.complex128, torch.float64):
+    A, B = torch.randn(3, 3, dtype=dtype), torch.randn(2, 3, dtype=dtype)
+    LU, piv = torch.linalg.lu_factor(A)
+    want = torch.linalg.lu_solve(LU, piv, B, left=False)
+    got = torch.empty(2, 3, dtype=dtype, device="cuda")
+    torch.linalg.lu_solve(LU.cuda(), piv.cuda(), B.cuda(), left=False, out=got)
+    out[str(dtype)] = torch.equal(got.cpu(), want)
+print(json.dumps(out))
+"""
+
+
+def test_an_out_argument_takes_the_conj_bit_its_cpu_kernel_sets() -> None:
+    got = _last_json(OUT_CONJ)
+    assert all(got.values()), got
