@@ -31,7 +31,7 @@ def _once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[P
 
 
 @pytest.fixture(scope="session")
-def nano_vllm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """examples/nano_vllm/build_checkpoint.py's output (deterministic: a seeded model, a tokenizer trained
     on the standard library's sources); the tests only read it."""
 
@@ -43,11 +43,11 @@ def nano_vllm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def reference(nano_vllm_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def reference(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """transformers' bf16 greedy run on the CPU: {"prompts", "token_ids"}."""
 
     def generate(out: Path) -> None:
-        r = run([str(EXAMPLE / "reference.py"), str(nano_vllm_checkpoint), "--json", str(out / "ref.json")])
+        r = run([str(EXAMPLE / "reference.py"), str(checkpoint), "--json", str(out / "ref.json")])
         assert r.returncode == 0, r.stderr[-3000:]
 
     return json.loads((_once(tmp_path_factory, "nano-vllm-ref", generate) / "ref.json").read_text())
@@ -62,8 +62,8 @@ def compare() -> Any:
 
 
 @pytest.fixture(scope="session")
-def oracle(compare: Any, nano_vllm_checkpoint: Path) -> Any:
-    return compare.load_oracle(nano_vllm_checkpoint)
+def oracle(compare: Any, checkpoint: Path) -> Any:
+    return compare.load_oracle(checkpoint)
 
 
 @pytest.fixture(scope="session")

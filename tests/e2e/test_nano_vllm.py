@@ -12,24 +12,13 @@ rounding, which a correct engine on other kernels rounds the other way).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-from nano_vllm_e2e import EXAMPLE, ROOT, run
+from nano_vllm_e2e import EXAMPLE, MARKS, ROOT, run
 
-# find_spec, not an import: nano-vllm cannot be imported without the shim (it needs flash_attn)
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("nanovllm") is None,
-                       reason="nano-vllm-fork is not installed: run scripts/install"),
-]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(nano_vllm_checkpoint: Path) -> Path:
-    return nano_vllm_checkpoint
+pytestmark = MARKS
 
 
 def _shim_run(checkpoint: Path, out: Path, *extra: str, env_extra: dict[str, str] | None = None):

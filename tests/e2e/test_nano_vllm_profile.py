@@ -4,23 +4,17 @@ peak and the KV cache's allocation in the example's own code."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
-import pytest
-from nano_vllm_e2e import EXAMPLE, run
+from nano_vllm_e2e import EXAMPLE, MARKS, run
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("nanovllm") is None,
-                       reason="nano-vllm-fork is not installed: run scripts/install"),
-]
+pytestmark = MARKS
 
 
-def test_kv_cache_sized_from_the_profile(nano_vllm_checkpoint: Path) -> None:
+def test_kv_cache_sized_from_the_profile(checkpoint: Path) -> None:
     r = run(["-m", "cudashim", "run", "--platform", "cpu", "--profile", "h100-80gb", str(EXAMPLE / "run.py"),
-             str(nano_vllm_checkpoint), "--gpu-memory-utilization", "0.9", "--max-tokens", "8"])
+             str(checkpoint), "--gpu-memory-utilization", "0.9", "--max-tokens", "8"])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "nano-vllm: 4 prompts, 32 tokens" in r.stdout, r.stdout
     pre = [ln for ln in r.stderr.splitlines() if ln.startswith("cudashim preflight (h100-80gb, cuda:0, 79.11 GiB)")]

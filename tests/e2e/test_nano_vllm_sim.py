@@ -9,22 +9,12 @@ a file of its own so that the two run side by side under pytest-xdist.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
-from nano_vllm_e2e import EXAMPLE, run
+from nano_vllm_e2e import EXAMPLE, MARKS, run
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("nanovllm") is None,
-                       reason="nano-vllm-fork is not installed: run scripts/install"),
-]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(nano_vllm_checkpoint: Path) -> Path:
-    return nano_vllm_checkpoint
+pytestmark = MARKS
 
 
 _SIM_ENV: dict[str, str] = {}
