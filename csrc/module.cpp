@@ -169,12 +169,40 @@ c10::DeviceIndex index_arg(const py::handle& o) {
   return static_cast<c10::DeviceIndex>(v);
 }
 
-bool hooks_active() {
-#if defined(CUDASHIM_KEY_IS_CUDA)
-  return at::detail::getCUDAHooks().hasCUDA();
-#else
-  return true;
-#endif
+bool hooks_active() { return !is_cuda() || at::detail::getCUDAHooks().hasCUDA(); }
+
+// The key this loaded file serves, chosen once (a second init with another key is refused: that key
+// needs its own copy of the file), and every registration with torch for it, before any operator runs
+void init(py::module_& m, const std::string& key) {
+  static std::string chosen;
+  if (!chosen.empty()) {
+    TORCH_CHECK(key == chosen, "this copy of the emulated device's core serves ", chosen, ", not ", key,
+                "; cudashim.emulated._build.load(\"", key, "\") loads a copy for it");
+    return;
+  }
+  TORCH_CHECK(key == "CUDA" || key == "PrivateUse1", "the emulated device's core serves the dispatch key CUDA or "
+              "PrivateUse1, not '", key, "'");
+  chosen = key;
+  kType = key == "CUDA" ? c10::DeviceType::CUDA : c10::DeviceType::PrivateUse1;
+  kKey = key == "CUDA" ? c10::DispatchKey::CUDA : c10::DispatchKey::PrivateUse1;
+  install_allocators();
+  register_guard();
+  register_hooks();
+  register_sdpa();
+  register_fallback();
+  register_kernels();
+  register_direct();
+  register_amp();
+  register_rnn();
+  register_linalg();
+  if (!is_cuda()) register_npu_sparse();
+  register_sparse();
+  register_cuda_only();
+  register_graph();
+  register_timer();
+  // before finalization starts, not during it (exit.cpp)
+  py::module_::import("atexit").attr("register")(py::cpp_function(&quiesce_autograd));
+  m.attr("device_type") = c10::DeviceTypeName(kType, true);
 }
 
 }  // namespace
@@ -182,12 +210,8 @@ bool hooks_active() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace cudashim;
-  install_allocators();
-  register_hooks();
-  register_sdpa_choice();
-  // before finalization starts, not during it (exit.cpp)
-  py::module_::import("atexit").attr("register")(py::cpp_function(&quiesce_autograd));
-  m.attr("device_type") = c10::DeviceTypeName(kType, true);
+  // "CUDA" or "PrivateUse1": called by _build.load before anything else
+  m.def("init", [m](const std::string& key) mutable { init(m, key); });
   m.def("device_count", [] { return static_cast<int>(device_count()); });
   // every device index taken from Python goes through index_arg
   m.def("set_device_count", [](int64_t n) { set_device_count(n); });

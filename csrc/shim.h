@@ -1,7 +1,10 @@
-// The emulated device's shared declarations: one host-memory device type, chosen at build time.
+// The emulated device's shared declarations: one host-memory device type, chosen at run time.
 //
-// CUDASHIM_KEY names the dispatch key and device type (CUDA for the cpu platform; PrivateUse1 for
-// the simulated Ascend device). Everything else in csrc/ is written against kKey / kType only.
+// One build serves both devices: init() (module.cpp), called from Python once, before anything is
+// registered, sets the dispatch key and device type (CUDA for the cpu platform; PrivateUse1 for the
+// simulated Ascend device) and makes every registration for them. Everything else in csrc/ is written
+// against kKey / kType only. A process that needs both devices loads a second copy of the library
+// file (each loaded file has its own globals, so its own key).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,15 +19,12 @@
 #include <unordered_map>
 #include <vector>
 
-#ifndef CUDASHIM_KEY
-#define CUDASHIM_KEY CUDA
-#define CUDASHIM_KEY_IS_CUDA 1
-#endif
-
 namespace cudashim {
 
-constexpr c10::DeviceType kType = c10::DeviceType::CUDASHIM_KEY;
-constexpr c10::DispatchKey kKey = c10::DispatchKey::CUDASHIM_KEY;
+// set once by init(), before any registration reads them; never changed after
+extern c10::DeviceType kType;
+extern c10::DispatchKey kKey;
+inline bool is_cuda() { return kType == c10::DeviceType::CUDA; }  // the cpu platform's device, not the NPU
 // the most devices: per-device tables (statistics, pools, current streams) are this long, and
 // set_device_count refuses more (cudashim/envs.py's CPU_DEVICES_MAX is the same bound)
 constexpr int kMaxDevices = 64;
@@ -142,9 +142,22 @@ at::Tensor device_over(const at::Tensor& host, c10::DeviceIndex index);
 // which skip the dispatcher)
 at::Tensor empty_on(c10::DeviceIndex index, c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype);
 
-// hooks.cpp, sdpa.cpp
+// init()'s registrations for kKey / kType (what static registration does in a library built for one
+// key), each made once: hooks.cpp, guard.cpp, sdpa.cpp, and the operator files' kernels
 void register_hooks();
-void register_sdpa_choice();
+void register_guard();
+void register_sdpa();
+void register_fallback();  // fallback.cpp: the boxed fallback and the composites that choose a backend
+void register_kernels();   // kernels.cpp
+void register_direct();    // direct.cpp
+void register_amp();       // amp.cpp (and the NPU's autocast policy)
+void register_rnn();
+void register_linalg();
+void register_npu_sparse();  // npu_coverage.cpp: the simulated NPU's sparse fallback
+void register_sparse();      // sparse.cpp: the cuda device's sparse keys
+void register_cuda_only();   // cuda_only.cpp: operators only CUDA has
+void register_graph();       // graph.cpp: torch.accelerator.Graph's implementation
+void register_timer();       // ddp_timer.cpp: DDP's timer for the device
 // fallback.cpp: the operators CUDA synchronizes on, (aten::name[.overload], always | none:ARG | bool:ARG)
 void register_synchronizing(const std::vector<std::pair<std::string, std::string>>& table);
 void register_cpu_kernels_direct();  // fallback.cpp: operators with a CPU kernel take it, not their composite

@@ -23,8 +23,10 @@ class HostTimer final : public c10d::Timer {
 };
 
 }  // namespace
-}  // namespace cudashim
 
-namespace c10d {  // the registration macro names the registry unqualified
-C10_REGISTER_TYPED_CLASS(TimerRegistry, cudashim::kType, cudashim::HostTimer)
-}  // namespace c10d
+void register_timer() {
+  using c10d::TimerRegistry, c10d::RegistererTimerRegistry;  // the registration macro names them unqualified
+  C10_REGISTER_TYPED_CLASS(TimerRegistry, kType, HostTimer)
+}
+
+}  // namespace cudashim

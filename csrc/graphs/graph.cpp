@@ -537,7 +537,10 @@ void register_generator(const at::Generator& g) {
 
 }  // namespace cudashim
 
-namespace at {
+namespace cudashim {
 // at::accelerator::Graph (torch.accelerator.Graph) finds this by the device type's name
-C10_REGISTER_TYPED_CLASS(GraphImplRegistry, c10::DeviceTypeName(cudashim::kType, false), cudashim::Graph)
-}  // namespace at
+void register_graph() {
+  using at::GraphImplRegistry, at::RegistererGraphImplRegistry;  // the registration macro names them unqualified
+  C10_REGISTER_TYPED_CLASS(GraphImplRegistry, c10::DeviceTypeName(kType, false), Graph)
+}
+}  // namespace cudashim

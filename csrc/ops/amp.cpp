@@ -2,7 +2,7 @@
 // log_softmax of float16/bfloat16 inputs in float32 (half_to_float), which the CPU kernels refuse.
 // Here the input is widened first; the result is the same float32 softmax.
 //
-// Built for PrivateUse1 (the simulated NPU), the core also registers autocast for its device: torch
+// Serving PrivateUse1 (the simulated NPU), the core also registers autocast for its device: torch
 // registers AutocastCUDA's kernels itself but leaves AutocastPrivateUse1 empty (every operator would
 // fail under `torch.autocast("npu")`), and torch_npu fills it natively. Here it is filled with
 // torch's own op lists and cast policies (autocast_mode.h), the ones AutocastCUDA uses.
@@ -47,21 +47,11 @@ at::Tensor widened_backward(const at::Tensor& grad, const at::Tensor& output, in
   return as_device(std::move(out), index);
 }
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
-  m.impl("_softmax", widened<&at::_softmax>);
-  m.impl("_log_softmax", widened<&at::_log_softmax>);
-  m.impl("_softmax_backward_data", widened_backward<&at::_softmax_backward_data>);
-  m.impl("_log_softmax_backward_data", widened_backward<&at::_log_softmax_backward_data>);
-}
-
-#if !defined(CUDASHIM_KEY_IS_CUDA)
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());  // an operator without a cast policy runs as it is
-}
-
-TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+// the simulated NPU's autocast policy (torch registers CUDA's itself, in every build)
+void register_npu_autocast() {
+  static torch::Library every(torch::Library::IMPL, "_", c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
+  every.fallback(torch::CppFunction::makeFallthrough());  // an operator without a cast policy runs as it is
+  static torch::Library m(torch::Library::IMPL, "aten", c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
   using at::IntArrayRef, at::Scalar, at::ScalarType, at::Tensor;  // the op lists' signatures name them bare
 #define CUDASHIM_LOW(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define CUDASHIM_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
@@ -77,6 +67,16 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #undef CUDASHIM_FP32_OPT
 #undef CUDASHIM_PROMOTE
 }
-#endif
+
+}  // namespace
+
+void register_amp() {
+  static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
+  m.impl("_softmax", widened<&at::_softmax>);
+  m.impl("_log_softmax", widened<&at::_log_softmax>);
+  m.impl("_softmax_backward_data", widened_backward<&at::_softmax_backward_data>);
+  m.impl("_log_softmax_backward_data", widened_backward<&at::_log_softmax_backward_data>);
+  if (!is_cuda()) register_npu_autocast();
+}
 
 }  // namespace cudashim

@@ -40,11 +40,12 @@ at::Tensor& mm_dtype_out(const at::Tensor& self, const at::Tensor& mat2, at::Sca
 
 }  // namespace
 
-#if defined(CUDASHIM_KEY_IS_CUDA)
-TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+// operators only CUDA has: the cuda device's alone (init() calls it for that device only)
+void register_cuda_only() {
+  if (!is_cuda()) return;
+  static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
   m.impl("mm.dtype", mm_dtype);
   m.impl("mm.dtype_out", mm_dtype_out);
 }
-#endif
 
 }  // namespace cudashim

@@ -124,7 +124,8 @@ struct Direct<Op, R(A...)> {
 
 #define CUDASHIM_DIRECT(m, op, name) m.impl(name, TORCH_FN((Direct<at::_ops::op, at::_ops::op::schema>::call)))
 
-TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+void register_direct() {
+  static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
   CUDASHIM_DIRECT(m, add_Tensor, "add.Tensor");
   CUDASHIM_DIRECT(m, add__Tensor, "add_.Tensor");
   CUDASHIM_DIRECT(m, add_Scalar, "add.Scalar");

@@ -259,9 +259,6 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run(op, stack);
 }
 
-TORCH_LIBRARY_IMPL(_, CUDASHIM_KEY, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
-}
 
 // The synchronizing table's operators take synchronizing_fallback, before the CPU kernels are
 // registered directly below (an operator takes one kernel). Operators the device implements itself
@@ -376,7 +373,10 @@ void answers_no(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+void register_fallback() {
+  static torch::Library every(torch::Library::IMPL, "_", kKey, __FILE__, __LINE__);
+  every.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
   for (const char* op : kChoosesBackend) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&convolution_as_device>());
   for (const char* op : kVendorPredicates) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&answers_no>());
 }

@@ -134,7 +134,8 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+void register_kernels() {
+  static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
   m.impl("native_dropout", native_dropout);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);

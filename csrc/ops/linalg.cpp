@@ -34,7 +34,8 @@ std::tuple<at::Tensor, at::Tensor> eig(const at::Tensor& A) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+void register_linalg() {
+  static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
   m.impl("_linalg_svd", svd);
   m.impl("linalg_eig", eig);
 }

@@ -138,10 +138,9 @@ std::unordered_map<std::string, int64_t> npu_fallback_counts() {
   return g_fallbacks;
 }
 
-#if !defined(CUDASHIM_KEY_IS_CUDA)
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+void register_npu_sparse() {
+  static torch::Library m(torch::Library::IMPL, "_", c10::DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&npu_sparse_fallback>());
 }
-#endif
 
 }  // namespace cudashim

@@ -101,7 +101,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+void register_rnn() {
+  static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
   m.impl("_thnn_fused_lstm_cell", lstm_cell);
   m.impl("_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward);
   m.impl("_thnn_fused_gru_cell", gru_cell);

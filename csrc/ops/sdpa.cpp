@@ -132,23 +132,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> masked_backward(
   return {dq, dk, dv, at::Tensor()};
 }
 
-struct RegisterChoice {
-  RegisterChoice() {
-#if defined(CUDASHIM_KEY_IS_CUDA)
+}  // namespace
+
+void register_sdpa() {
+  if (is_cuda()) {
     at::native::_fused_sdp_choice_stub.set_cuda_dispatch_ptr(&choose);
-#else
+  } else {
     // the simulated NPU: the CPU's flash choice runs _scaled_dot_product_flash_attention_for_cpu,
     // whose npu tensors the fallback hands to the CPU kernel (torch_npu fills this stub natively)
     at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&choose);
-#endif
   }
-};
-
-}  // namespace
-
-void register_sdpa_choice() { static RegisterChoice once; }
-
-TORCH_LIBRARY_IMPL(aten, CUDASHIM_KEY, m) {
+  static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
   m.impl("_scaled_dot_product_flash_attention", flash);
   m.impl("_scaled_dot_product_flash_attention_backward", flash_backward);
   m.impl("_scaled_dot_product_fused_attention_overrideable", masked);

@@ -78,7 +78,7 @@ void sparse_written(const Call& call, const at::Tensor& device, const at::Tensor
 // Unlike dense ones, sparse views need no exception: the component a view returns comes back as the
 // device's own component (or a view of its memory).
 void register_sparse_cpu_kernels() {
-#if defined(CUDASHIM_KEY_IS_CUDA)
+  if (!is_cuda()) return;  // the simulated NPU's sparse tensors take torch_npu's fallback (npu_coverage.cpp)
   static std::unique_ptr<torch::Library> coo, compressed;
   if (coo) return;
   coo = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::SparseCUDA, __FILE__, __LINE__);
@@ -99,23 +99,19 @@ void register_sparse_cpu_kernels() {
       compressed->impl(op.c_str(), fn());
     }
   }
-#endif
 }
 
-#if defined(CUDASHIM_KEY_IS_CUDA)
-TORCH_LIBRARY_IMPL(_, SparseCUDA, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
-}
-
-TORCH_LIBRARY_IMPL(_, SparseCsrCUDA, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
-}
-
-// a COO tensor from device components (sparse_coo_tensor, .to("cuda"), every sparse result above)
-TORCH_LIBRARY_IMPL(aten, SparseCUDA, m) {
+// the sparse keys' fallbacks, and a COO tensor from device components (sparse_coo_tensor, .to("cuda"),
+// every sparse result above); init() calls it for the cuda device only
+void register_sparse() {
+  if (!is_cuda()) return;
+  static torch::Library coo(torch::Library::IMPL, "_", c10::DispatchKey::SparseCUDA, __FILE__, __LINE__);
+  coo.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  static torch::Library compressed(torch::Library::IMPL, "_", c10::DispatchKey::SparseCsrCUDA, __FILE__, __LINE__);
+  compressed.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  static torch::Library m(torch::Library::IMPL, "aten", c10::DispatchKey::SparseCUDA, __FILE__, __LINE__);
   m.impl("_sparse_coo_tensor_with_dims_and_tensors", TORCH_FN(at::native::new_with_dims_and_tensor_sparse_symint));
   m.impl("_sparse_coo_tensor_with_dims", TORCH_FN(at::native::new_with_dims_sparse));
 }
-#endif
 
 }  // namespace cudashim

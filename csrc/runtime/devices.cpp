@@ -8,6 +8,10 @@
 #include <c10/util/Logging.h>
 
 namespace cudashim {
+
+c10::DeviceType kType = c10::DeviceType::CUDA;  // init() sets both, before anything reads them
+c10::DispatchKey kKey = c10::DispatchKey::CUDA;
+
 namespace {
 
 // Python sets the count from the environment (cudashim/visibility.py) before any device is used; until

@@ -96,9 +96,9 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   }
 };
 
-c10::impl::DeviceGuardImplRegistrar g_guard(kType, new Guard());
-
 }  // namespace
+
+void register_guard() { static c10::impl::DeviceGuardImplRegistrar once(kType, new Guard()); }
 
 c10::StreamId current_stream_id(c10::DeviceIndex index) { return t_stream[index]; }
 }  // namespace cudashim

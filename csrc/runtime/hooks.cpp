@@ -13,30 +13,15 @@
 #include <typeinfo>
 
 #include <ATen/CPUGeneratorImpl.h>
-
-#if defined(CUDASHIM_KEY_IS_CUDA)
 #include <ATen/detail/CUDAHooksInterface.h>
-#else
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#endif
 
 namespace cudashim {
 namespace {
 
-#if defined(CUDASHIM_KEY_IS_CUDA)
-using Base = at::CUDAHooksInterface;
-#else
-using Base = at::PrivateUse1HooksInterface;
-#endif
-
-struct Hooks final : Base {
-#if defined(CUDASHIM_KEY_IS_CUDA)
-  explicit Hooks(at::CUDAHooksArgs) {}
-  bool hasCUDA() const override { return device_count() > 0; }
-  c10::DeviceIndex current_device() const override { return cudashim::current_device(); }
-  int getNumGPUs() const override { return device_count(); }
-  void deviceSynchronize(c10::DeviceIndex) const override {}
-#endif
+// what both devices answer, over CUDA's hooks interface or PrivateUse1's
+template <class Base>
+struct Hooks : Base {
   void init() const override {}
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return device_count() > 0; }
@@ -57,21 +42,30 @@ struct Hooks final : Base {
   at::Generator getNewGenerator(c10::DeviceIndex index) const override { return new_generator(index); }
 };
 
+struct CudaHooks final : Hooks<at::CUDAHooksInterface> {
+  explicit CudaHooks(at::CUDAHooksArgs) {}
+  bool hasCUDA() const override { return device_count() > 0; }
+  c10::DeviceIndex current_device() const override { return cudashim::current_device(); }
+  int getNumGPUs() const override { return device_count(); }
+  void deviceSynchronize(c10::DeviceIndex) const override {}
+};
+
+struct NpuHooks final : Hooks<at::PrivateUse1HooksInterface> {};
+
 }  // namespace
 
 void register_hooks() {
-#if defined(CUDASHIM_KEY_IS_CUDA)
-  static_assert(sizeof(Hooks) == sizeof(at::CUDAHooksInterface), "the hooks must fit the stub they replace");
-  auto& current = const_cast<at::CUDAHooksInterface&>(at::detail::getCUDAHooks());
-  if (typeid(current) == typeid(at::CUDAHooksInterface)) {
-    current.~CUDAHooksInterface();
-    new (&current) Hooks(at::CUDAHooksArgs{});
+  if (is_cuda()) {
+    static_assert(sizeof(CudaHooks) == sizeof(at::CUDAHooksInterface), "the hooks must fit the stub they replace");
+    auto& current = const_cast<at::CUDAHooksInterface&>(at::detail::getCUDAHooks());
+    if (typeid(current) == typeid(at::CUDAHooksInterface)) {
+      current.~CUDAHooksInterface();
+      new (&current) CudaHooks(at::CUDAHooksArgs{});
+    }
+  } else {
+    static NpuHooks hooks;
+    at::RegisterPrivateUse1HooksInterface(&hooks);
   }
-#else
-  static Hooks hooks;
-  at::RegisterPrivateUse1HooksInterface(&hooks);
-#endif
 }
 
 }  // namespace cudashim
-

@@ -1,4 +1,5 @@
-"""`python -m cudashim.emulated [KEY] [-v]`: build (or find) the native core; print its path."""
+"""`python -m cudashim.emulated [KEY] [-v]`: build (or find) the native core, the one library both
+devices load, and load it for KEY (CUDA, or PrivateUse1); print the loaded file's path."""
 
 import sys
 

@@ -1,10 +1,16 @@
 """Build and load the emulated device's native core (csrc/), once per source and torch version.
 
 The core is compiled with torch's own C++ extension tooling against the installed torch. The
-result is cached under a key made of the sources' hash, the torch version, the Python ABI and the
-dispatch key, in CUDASHIM_BUILD_DIR or ~/.cache/cudashim/emulated; a cached build is imported
-directly (no compiler, no ninja run). scripts/install builds it once (`python -m
-cudashim.emulated`), so the first `import torch` of a program does not pay for it.
+result is cached under a key made of the sources' hash, the torch version and the Python ABI, in
+CUDASHIM_BUILD_DIR or ~/.cache/cudashim/emulated; a cached build is imported directly (no compiler,
+no ninja run). scripts/install builds it once (`python -m cudashim.emulated`), so the first
+`import torch` of a program does not pay for it.
+
+One library serves both devices: load(key) imports it and calls its init(key) (CUDA: the cpu
+platform's device; PrivateUse1: the simulated NPU) before anything registers with torch. A loaded
+file's globals hold one key, so a process that asks for the second key loads a copy of the file
+(a different file: the dynamic loader would hand back the one already loaded) under a module name
+of its own (pybind11 hands back the module already made for a name).
 
 Faults: a build holds the kernel's file lock (flock) on <library>.lock in the cache folder; the kernel
 drops it when the holder exits however it exits, so a process that waits (saying so on stderr) goes
@@ -29,7 +35,7 @@ from typing import Iterator
 from ..errors import CudashimError
 from ._elf import damage
 
-__all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES"]
+__all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES", "KEYS"]
 
 _CSRC = Path(__file__).resolve().parents[2] / "csrc"
 # grouped as PyTorch's reference backend groups its own: the device runtime (memory, devices, streams,
@@ -42,6 +48,8 @@ SOURCES = ("runtime/devices.cpp", "runtime/allocator.cpp", "runtime/cache_model.
            "graphs/graph.cpp", "graphs/pools.cpp",
            "module.cpp")
 _HEADERS = ("shim.h", "ops/call.h")
+KEYS = ("CUDA", "PrivateUse1")  # what the core's init accepts
+_NAME = "cudashim_core"  # the extension's module name, compiled in (its PyInit_ symbol)
 _loaded: dict[str, ModuleType] = {}
 
 
@@ -49,13 +57,12 @@ class EmulatedBuildError(CudashimError):
     """The native core of the emulated device could not be built or loaded."""
 
 
-def _key(torch_version: str, dispatch_key: str) -> str:
+def _key(torch_version: str) -> str:
     h = hashlib.sha256()
     for name in SOURCES + _HEADERS:
         h.update(name.encode())
         h.update((_CSRC / name).read_bytes())
     h.update(torch_version.encode())
-    h.update(dispatch_key.encode())
     h.update((sysconfig.get_config_var("SOABI") or sys.version).encode())
     return h.hexdigest()[:16]
 
@@ -85,46 +92,76 @@ def _import(name: str, path: Path) -> ModuleType:
 
 
 def load(dispatch_key: str = "CUDA", verbose: bool = False) -> ModuleType:
-    """The core built for `dispatch_key`, from the cache or built now; torch must be imported."""
+    """The core serving `dispatch_key` (one of KEYS), from the cache or built now; torch must be imported."""
     if dispatch_key in _loaded:
         return _loaded[dispatch_key]
+    if dispatch_key not in KEYS:
+        raise EmulatedBuildError(f"the emulated device's core serves the dispatch key {' or '.join(KEYS)}, "
+                                 f"not {dispatch_key!r}")
     import torch
 
     if not _CSRC.is_dir():
         raise EmulatedBuildError(f"the emulated device's sources are missing ({_CSRC}); reinstall cudashim "
                                  "from its repository (`bash scripts/install`)")
-    name = f"cudashim_{dispatch_key.lower()}"
-    # one build folder per sources' hash (torch version and key included): two checkouts or two
-    # versions of the sources building at once never link each other's objects into a library
-    # cached under the wrong hash
-    key = _key(torch.__version__, dispatch_key)
+    # one build folder per sources' hash (torch version included): two checkouts or two versions of
+    # the sources building at once never link each other's objects into a library cached under the
+    # wrong hash
+    key = _key(torch.__version__)
     root = build_dir()
-    so = root / f"{name}-{key}.so"
-    if so.exists() and damage(so) is None:
-        mod = _load_cached(name, so)
-    else:
-        where = root / f"build-{name}-{key}"
-        with _build_lock(root / f"{name}-{key}.lock", where):
-            if so.exists() and damage(so) is None:  # built by the process this one waited for
-                mod = _load_cached(name, so)
-            else:
-                _discard_damaged(so)
-                mod = _compile(name, where, dispatch_key, verbose)  # built and loaded: never load it twice
-                built = where / f"{name}.so"
-                why = damage(built)
-                if why is not None:
-                    raise EmulatedBuildError(f"the emulated device's native core was built damaged ({built}: {why}); "
-                                             f"delete {where} and run `python -m cudashim.emulated`")
-                tmp = so.with_suffix(f".{os.getpid()}.tmp")
-                shutil.copyfile(built, tmp)
-                os.replace(tmp, so)  # atomic: a concurrent process sees the old state or the whole library
+    so = root / f"{_NAME}-{key}.so"
+    built = _cache(so, root / f"build-{_NAME}-{key}", root / f"{_NAME}-{key}.lock", verbose)
+    if built is not None:  # built and loaded from its build folder: a file this process has not loaded
+        mod = built
+    elif not _loaded:
+        mod = _load_cached(so, dispatch_key)
+    else:  # the cached file serves the other key in this process already
+        mod = _load_cached(_copy(so, f"{_NAME}-{key}.{dispatch_key.lower()}.so"), dispatch_key)
+    mod.init(dispatch_key)
     _loaded[dispatch_key] = mod
     return mod
 
 
-def _load_cached(name: str, so: Path) -> ModuleType:
+def _cache(so: Path, where: Path, lock: Path, verbose: bool) -> ModuleType | None:
+    """`so` cached and whole afterwards; the module when this call built it (torch loads what it builds)."""
+    if so.exists() and damage(so) is None:
+        return None
+    with _build_lock(lock, where):
+        if so.exists() and damage(so) is None:  # built by the process this one waited for
+            return None
+        _discard_damaged(so)
+        mod = _compile(where, verbose)
+        built = where / f"{_NAME}.so"
+        why = damage(built)
+        if why is not None:
+            raise EmulatedBuildError(f"the emulated device's native core was built damaged ({built}: {why}); "
+                                     f"delete {where} and run `python -m cudashim.emulated`")
+        _place(built, so)
+    return mod
+
+
+def _place(src: Path, dst: Path) -> None:
+    tmp = dst.with_suffix(f".{os.getpid()}.tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)  # atomic: a concurrent process sees the old state or the whole library
+
+
+def _copy(so: Path, name: str) -> Path:
+    """A copy of the cached library, for a second key in one process (made once, beside it)."""
+    copy = so.with_name(name)
+    if copy.exists() and damage(copy) is None:
+        return copy
+    _discard_damaged(copy)
     try:
-        return _import(name, so)
+        _place(so, copy)
+    except OSError as e:
+        raise EmulatedBuildError(f"cannot copy the emulated device's native core to {copy}: {e.strerror}; set "
+                                 "CUDASHIM_BUILD_DIR to a writable folder") from None
+    return copy
+
+
+def _load_cached(so: Path, dispatch_key: str) -> ModuleType:
+    try:  # the last part of the name finds the module's init function (PyInit_cudashim_core)
+        return _import(f"{_NAME}_{dispatch_key.lower()}.{_NAME}", so)
     except Exception as e:  # a torch ABI mismatch, a library of another machine
         raise EmulatedBuildError(f"the emulated device's native core ({so}) does not load: {e}; delete "
                                  f"{so} and run `python -m cudashim.emulated`") from e
@@ -173,7 +210,7 @@ def _build_lock(path: Path, where: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _compile(name: str, where: Path, dispatch_key: str, verbose: bool) -> ModuleType:
+def _compile(where: Path, verbose: bool) -> ModuleType:
     from torch.utils import cpp_extension
 
     try:
@@ -183,10 +220,8 @@ def _compile(name: str, where: Path, dispatch_key: str, verbose: bool) -> Module
                                  "CUDASHIM_BUILD_DIR to a writable folder and run `python -m cudashim.emulated`") from e
     _set_aside_interrupted(where)
     flags = ["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"]
-    if dispatch_key != "CUDA":
-        flags.append(f"-DCUDASHIM_KEY={dispatch_key}")
     try:
-        return cpp_extension.load(name=name, sources=[str(_CSRC / s) for s in SOURCES], extra_cflags=flags,
+        return cpp_extension.load(name=_NAME, sources=[str(_CSRC / s) for s in SOURCES], extra_cflags=flags,
                            extra_include_paths=[str(_CSRC)], build_directory=str(where), verbose=verbose,
                            is_python_module=True, with_cuda=False)
     except Exception as e:

@@ -4,35 +4,17 @@ peak and the KV cache's allocation in the example's own code."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from nano_vllm_e2e import EXAMPLE, MARKS, run
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "nano_vllm"
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("nanovllm") is None,
-                       reason="nano-vllm-fork is not installed: run scripts/install"),
-]
+pytestmark = MARKS
 
 
-def _run(args: list[str], env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env_extra or {})}
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-
-
-def test_kv_cache_sized_from_the_profile(tmp_path: Path) -> None:
-    r = _run([str(EXAMPLE / "build_checkpoint.py"), str(tmp_path / "ckpt")])
-    assert r.returncode == 0, r.stderr[-3000:]
-    r = _run(["-m", "cudashim", "run", "--platform", "cpu", "--profile", "h100-80gb", str(EXAMPLE / "run.py"),
-              str(tmp_path / "ckpt"), "--gpu-memory-utilization", "0.9", "--max-tokens", "8"])
+def test_kv_cache_sized_from_the_profile(checkpoint: Path) -> None:
+    r = run(["-m", "cudashim", "run", "--platform", "cpu", "--profile", "h100-80gb", str(EXAMPLE / "run.py"),
+             str(checkpoint), "--gpu-memory-utilization", "0.9", "--max-tokens", "8"])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "nano-vllm: 4 prompts, 32 tokens" in r.stdout, r.stdout
     pre = [ln for ln in r.stderr.splitlines() if ln.startswith("cudashim preflight (h100-80gb, cuda:0, 79.11 GiB)")]

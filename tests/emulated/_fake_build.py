@@ -22,6 +22,13 @@ from pathlib import Path
 REAL_LIBRARY = next(Path(sysconfig.get_config_var("DESTSHARED")).glob("*.so"))
 
 
+class Core(str):
+    """A loaded core as this fake reports it: its text, and the init(key) that load() calls."""
+
+    def init(self, key: str) -> None:
+        pass
+
+
 def fake_load(name: str, build_directory: str, **_: object) -> object:
     where = Path(build_directory)
     baton = where / "lock"
@@ -30,7 +37,7 @@ def fake_load(name: str, build_directory: str, **_: object) -> object:
     except FileExistsError:  # torch: FileBaton.wait(), then it takes the build as done
         while baton.exists():
             time.sleep(0.1)
-        return "built"
+        return Core("built")
     with open(os.environ["FAKE_LOG"], "a") as f:
         f.write(f"{os.getpid()}\n")
     if os.environ.get("FAKE_READY"):
@@ -38,7 +45,7 @@ def fake_load(name: str, build_directory: str, **_: object) -> object:
     time.sleep(float(os.environ.get("FAKE_BUILD_S", "0")))
     shutil.copyfile(REAL_LIBRARY, where / f"{name}.so")
     baton.unlink()
-    return "built"
+    return Core("built")
 
 
 torch = types.ModuleType("torch")
@@ -50,5 +57,5 @@ sys.modules.update({"torch": torch, "torch.utils": torch.utils, "torch.utils.cpp
 
 from cudashim.emulated import _build  # noqa: E402
 
-_build._import = lambda name, path: f"cached {path}"  # type: ignore[assignment]
+_build._import = lambda name, path: Core(f"cached {path}")  # type: ignore[assignment]
 print(_build.load("CUDA"), flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sysconfig
+import types
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,11 @@ def test_different_sources_never_share_a_build_folder(tmp_path: Path, monkeypatc
 
     folders: list[Path] = []
 
-    def fake_compile(name: str, where: Path, key: str, verbose: bool) -> object:
+    def fake_compile(where: Path, verbose: bool) -> object:
         folders.append(where)
         (where).mkdir(parents=True, exist_ok=True)
-        (where / f"{name}.so").write_bytes(next(Path(sysconfig.get_config_var("DESTSHARED")).glob("*.so")).read_bytes())
-        return object()
+        (where / f"{_build._NAME}.so").write_bytes(next(Path(sysconfig.get_config_var("DESTSHARED")).glob("*.so")).read_bytes())
+        return types.SimpleNamespace(init=lambda key: None)
 
     monkeypatch.setenv("CUDASHIM_BUILD_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(_build, "_compile", fake_compile)
@@ -67,6 +68,48 @@ def test_a_lock_left_by_a_killed_build_does_not_hang_the_next(tmp_path: Path, mo
     where.mkdir()
     (where / "lock").write_text("")  # fresh: the killed build's
     (where / "half.o").write_text("")
-    _build._compile("cudashim_cuda", where, "CUDA", False)
+    _build._compile(where, False)
     assert seen == [[]]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["build"]
+
+
+BOTH_KEYS = """
+import json, torch
+from cudashim.emulated._build import load
+torch.utils.rename_privateuse1_backend("npu")
+cuda, npu = load("CUDA"), load("PrivateUse1")
+cuda.set_device_count(2)
+npu.set_device_count(3)
+a = cuda.device_over(torch.ones(4).view(torch.uint8), 1).view(torch.float32) * 2
+b = npu.device_over(torch.ones(8).view(torch.uint8), 2).view(torch.float32) + 1
+try:
+    cuda.init("PrivateUse1")
+    refused = ""
+except RuntimeError as e:
+    refused = str(e)
+print(json.dumps({"files": [cuda.__file__, npu.__file__], "types": [cuda.device_type, npu.device_type],
+                  "counts": [cuda.device_count(), npu.device_count()], "a": [str(a.device), a.cpu().tolist()],
+                  "b": [str(b.device), b.cpu().tolist()], "refused": refused}))
+"""
+
+
+def test_one_process_serves_both_keys_from_one_build() -> None:
+    """One build serves the cpu platform's device (CUDA) and the simulated NPU (PrivateUse1), its key
+    chosen when it is loaded. A process asking for both gets the second from a copy of the file: each
+    has its own globals (device counts here), registrations and device type; a loaded copy keeps its key."""
+    if REAL_CUDA:
+        pytest.skip("the emulated device is not used where CUDA is real")
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "CUDASHIM_DISABLE": "1", "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-c", BOTH_KEYS], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    cached, copy = map(Path, out["files"])
+    assert cached != copy and cached.parent == copy.parent and cached.read_bytes() == copy.read_bytes()
+    assert out["types"] == ["cuda", "npu"] and out["counts"] == [2, 3]
+    assert out["a"] == ["cuda:1", [2.0] * 4] and out["b"] == ["npu:2", [2.0] * 8]
+    assert "serves CUDA, not PrivateUse1" in out["refused"], out["refused"]

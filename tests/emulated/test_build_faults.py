@@ -76,7 +76,7 @@ def _cached(cache: Path) -> Path:
     """Where _fake_build.py's load() finds its library in `cache`."""
     from cudashim.emulated import _build
 
-    return cache / f"cudashim_cuda-{_build._key('fake', 'CUDA')}.so"
+    return cache / f"{_build._NAME}-{_build._key('fake')}.so"
 
 
 def _real_library() -> Path:
@@ -98,6 +98,13 @@ def test_a_truncated_cached_library_is_named_and_rebuilt(tmp_path: Path) -> None
     assert lib.read_bytes() == whole
 
 
+class _Core(str):
+    """A loaded core as the fakes report it: its text, and the keys load() initialised it for."""
+
+    def init(self, key: str) -> None:
+        self.keys = [*getattr(self, "keys", []), key]
+
+
 @pytest.fixture
 def fake_torch(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """This process's load() with a fake torch whose build records its folder (nothing compiled)."""
@@ -110,15 +117,32 @@ def fake_torch(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def load(name: str, build_directory: str, **_: object) -> object:
         built.append(build_directory)
         (Path(build_directory) / f"{name}.so").write_bytes(_real_library().read_bytes())
-        return "built"
+        return _Core("built")
 
     torch = types.SimpleNamespace(__version__="fake", utils=types.SimpleNamespace(
         cpp_extension=types.SimpleNamespace(load=load)))
     for name, mod in (("torch", torch), ("torch.utils", torch.utils), ("torch.utils.cpp_extension", torch.utils.cpp_extension)):
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(_build, "_loaded", {})
-    monkeypatch.setattr(_build, "_import", lambda name, path: f"cached {path}")
+    monkeypatch.setattr(_build, "_import", lambda name, path: _Core(f"cached {path}"))
     return built
+
+
+def test_both_devices_cores_come_from_one_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                fake_torch: list[str]) -> None:
+    """The cpu platform's device (CUDA) and the simulated NPU (PrivateUse1) were two builds of csrc/
+    with the key compiled in; one library serves both now, its key chosen when it is loaded. Within one
+    process the second key is served by a copy of the file (a loaded file's globals hold one key)."""
+    from cudashim.emulated import _build
+
+    monkeypatch.setenv("CUDASHIM_BUILD_DIR", str(tmp_path / "cache"))
+    cuda, npu = _build.load("CUDA"), _build.load("PrivateUse1")
+    assert len(fake_torch) == 1, fake_torch
+    assert cuda.keys == ["CUDA"] and npu.keys == ["PrivateUse1"]
+    assert npu.startswith("cached ") and Path(npu[len("cached "):]) != _cached(tmp_path / "cache")
+    monkeypatch.setattr(_build, "_loaded", {})  # a later process: both keys from the cache, nothing built
+    assert _build.load("PrivateUse1") == f"cached {_cached(tmp_path / 'cache')}"
+    assert len(fake_torch) == 1
 
 
 def test_a_damaged_library_that_cannot_be_removed_is_named_with_the_fix(

@@ -1,4 +1,4 @@
-"""The simulated NPU's device: the emulated-device core (csrc/) built for PrivateUse1, named `npu`.
+"""The simulated NPU's device: the emulated-device core (csrc/) serving PrivateUse1, named `npu`.
 
 What torch_npu's native start-up does on a real host, done over the core: PrivateUse1 renamed to
 `npu`, the Tensor/Module/Storage methods generated (`.npu()`, `.is_npu`), and the device count —

@@ -1,7 +1,7 @@
 """The simulated torch_npu (cudashim): stands in for the wheel's torch_npu/__init__.py.
 
 The real one loads torch_npu._C (CANN, the NPU runtime) and registers the NPU device. Here the
-emulated-device core built for PrivateUse1 is that device (cudashim/emulated/npu/device.py); the
+emulated-device core serving PrivateUse1 is that device (cudashim/emulated/npu/device.py); the
 Python files of the torch-npu 2.13.0 wheel that run over it are copied beside this file at run time
 (cudashim/emulated/npu/site.py, REAL_FILES). Nothing here talks to an NPU.
 """
@@ -26,7 +26,7 @@ _compile.register(torch)  # stands in for torch_npu's Inductor backend (torch_np
 from cudashim import report as _report  # noqa: E402
 
 if _report.enabled():  # the Ascend readiness report: what a real torch_npu does with each operator run
-    from cudashim import report_readiness as _readiness
+    from cudashim.report import readiness as _readiness
 
     _readiness.install(torch)
 

@@ -18,8 +18,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import report
-from .emulated.npu import coverage
+from .. import report
+from ..emulated.npu import coverage
 
 __all__ = ["install", "snapshot", "summary", "dtype_rule", "capture_refused", "CAPTURE_REFUSAL_MARK"]
 
