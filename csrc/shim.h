@@ -179,6 +179,11 @@ bool capture_open();      // any capture is open, on any stream and thread
 // while a "global" capture is open. Else nothing.
 void capture_refuse(const char* what);
 void capture_refuse_device(const char* what);  // the device synchronizes: refused while any capture is open
+// the same for a stream's synchronize()/query() (the stream's own capture, else the mode's rule) and
+// an event's, `capture` being the capture it was recorded in (capture_of_stream at record, 0: none)
+void capture_refuse_stream(c10::DeviceIndex device, c10::StreamId stream, const char* what);
+void capture_refuse_event(uint64_t capture, const char* what);
+uint64_t capture_of_stream(c10::DeviceIndex device, c10::StreamId stream);  // the capture recording it, 0: none
 // a stream waits on work of another (an event, wait_stream): a capture on `from` extends to `to`
 void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to);
 // record the call on the stack (run it when CUDA would have to); true: the stack holds its returns

@@ -20,10 +20,16 @@
 //    event or wait_stream). Another thread's work on its own stream runs, unrecorded; the autograd
 //    engine's device thread works on the stream of the forward it differentiates, so a backward taken
 //    inside a capture is recorded.
-//  * a synchronizing call (.item(), nonzero, a blocking or pageable host copy) raises CUDA's
-//    capture error and invalidates the capture; capture_end then fails as cudaStreamEndCapture does.
-//    Where, per capture_error_mode (cudaStreamCaptureMode): on a capturing stream always; on the
-//    capturing thread unless "relaxed"; on any other thread only while a "global" capture is open.
+//  * a synchronizing call (.item(), nonzero, a blocking or pageable host copy, a stream's or an event's
+//    synchronize() or query()) raises CUDA's capture error and invalidates the capture; capture_end then
+//    fails as cudaStreamEndCapture does. Where, per capture_error_mode (cudaStreamCaptureMode): on a
+//    capturing stream, or an event last recorded on one, always; on the capturing thread unless
+//    "relaxed"; on any other thread only while a "global" capture is open. The device's
+//    synchronize() is refused while any capture is open.
+//  * every stream that joined a capture must be joined back: capture_end fails with CUDA's "capturing
+//    stream has unjoined work" when the capture's stream has not waited (directly or through other
+//    streams) on the last call recorded on each of them. The failed capture takes every stream out of
+//    capture, as cudaStreamEndCapture does.
 //  * an operator's own error (a shape check) raised inside a capture leaves the capture valid: the
 //    operator launched nothing, so capture_end succeeds and the program sees that error itself.
 //  * random operators: the device's default generators are graph-safe (registered at
@@ -34,6 +40,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -68,6 +75,7 @@ std::vector<CaptureStream> g_streams;
 std::vector<Graph*> g_captures;
 std::atomic<int> g_open{0};
 thread_local int t_running = 0;         // >0: a recorded call runs now (its nested calls are not recorded)
+std::atomic<uint64_t> g_next_capture{1};
 
 // the capture recording the calling thread's current stream, or nullptr
 Graph* capture_here() {
@@ -124,12 +132,13 @@ void wait_for_work(const torch::jit::Stack& stack) {
   }
 }
 
-[[noreturn]] void capture_error(const std::string& what) {
-  // cudaErrorStreamCaptureUnsupported, as PyTorch surfaces it (torch.AcceleratorError)
-  throw c10::AcceleratorError(
-      {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 900,
-      "CUDA error: operation not permitted when stream is capturing\n(" + what +
-          " is not allowed while a CUDA graph is being captured on the emulated device)");
+[[noreturn]] void capture_error(const std::string& what, int code = 900) {
+  // cudaErrorStreamCaptureUnsupported (or cudaErrorCapturedEvent), as PyTorch surfaces it (torch.AcceleratorError)
+  const char* text = code == 907 ? "operation not permitted on an event last recorded in a capturing stream"
+                                 : "operation not permitted when stream is capturing";
+  throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, code,
+                              std::string("CUDA error: ") + text + "\n(" + what +
+                                  " is not allowed while a CUDA graph is being captured on the emulated device)");
 }
 
 class Graph final : public at::GraphImplInterface {
@@ -159,6 +168,10 @@ class Graph final : public at::GraphImplInterface {
       nodes_.clear();
       owned_.clear();
       invalidated_.clear();
+      origin_ = stream;
+      work_.clear();
+      seen_.clear();
+      uid_ = g_next_capture.fetch_add(1);
       g_streams.push_back({device, stream, this});
       g_captures.push_back(this);
       open_ = true;
@@ -168,13 +181,21 @@ class Graph final : public at::GraphImplInterface {
 
   void capture_end() override {
     TORCH_CHECK(open_, "Called CUDAGraph::capture_end without a preceding capture_begin");
+    const std::string unjoined = unjoined_stream();
     close();
     owned_.clear();
-    if (!invalidated_.empty()) {
+    if (!invalidated_.empty() || !unjoined.empty()) {
       nodes_.clear();
-      throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 901,
-                                  "CUDA error: operation failed due to a previous error during capture (" +
-                                      invalidated_ + ")");
+      if (!invalidated_.empty()) {
+        throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 901,
+                                    "CUDA error: operation failed due to a previous error during capture (" +
+                                        invalidated_ + ")");
+      }
+      // cudaErrorStreamCaptureUnjoined
+      throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 904,
+                                  "CUDA error: capturing stream has unjoined work (" + unjoined +
+                                      " did work the capture's stream never waited for: join it back with "
+                                      "wait_stream before the capture ends)");
     }
     has_capture_ = true;
     if (!keep_graph_) instantiate();
@@ -226,7 +247,30 @@ class Graph final : public at::GraphImplInterface {
   c10::DeviceIndex device() const { return device_; }
   at::GraphCaptureMode mode() const { return mode_; }
   std::thread::id thread() const { return thread_; }
-  void record(Node node) { nodes_.push_back(std::move(node)); }
+  uint64_t uid() const { return uid_; }
+  // a call recorded from `stream`, one of the capture's (under g_capture_mutex: joins read it)
+  void record(Node node, c10::StreamId stream) {
+    nodes_.push_back(std::move(node));
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    const uint64_t n = ++work_[stream];
+    seen_[stream][stream] = n;
+  }
+  // `to` waits on `from` (both the capture's): it has seen all `from` had seen (under g_capture_mutex)
+  void join(c10::StreamId from, c10::StreamId to) {
+    if (seen_.count(from) == 0) return;
+    auto& dst = seen_[to];
+    for (const auto& [s, n] : seen_[from]) dst[s] = std::max(dst[s], n);
+  }
+  // the first stream whose last recorded call the capture's stream never waited for, or ""
+  std::string unjoined_stream() {
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    auto& origin = seen_[origin_];
+    for (const auto& [s, n] : work_) {
+      if (s != origin_ && origin[s] < n) return "stream " + std::to_string(s);
+    }
+    return "";
+  }
+
   void own(const at::Tensor& t) {
     if (t.defined() && t.device().type() == kType) owned_.insert(t.storage().data());
   }
@@ -256,6 +300,10 @@ class Graph final : public at::GraphImplInterface {
   std::thread::id thread_;
   c10::DeviceIndex device_ = 0;
   at::MempoolId_t pool_{0, 0};
+  uint64_t uid_ = 0;      // this capture's id (an event recorded during it is a captured event)
+  c10::StreamId origin_ = 0;
+  std::map<c10::StreamId, uint64_t> work_;                           // calls recorded per stream
+  std::map<c10::StreamId, std::map<c10::StreamId, uint64_t>> seen_;  // per stream: what it waited for
   std::vector<Node> nodes_;
   std::unordered_set<const void*> owned_;  // memory allocated during the capture (contents undefined to the program)
   std::string invalidated_;
@@ -275,32 +323,77 @@ void check_generator(const c10::IValue& v, c10::DeviceIndex device) {
 }  // namespace
 
 bool capturing() { return t_running == 0 && capture_here() != nullptr; }
+
 bool capture_underway() { return capture_here() != nullptr; }
 bool capture_open() { return g_open.load() != 0; }
 
-void capture_refuse(const char* what) {
-  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
-  const c10::DeviceIndex d = current_device();
-  const c10::StreamId s = current_stream_id(d);
+namespace {
+// Refuse a call that may synchronize, as CUDA does under capture (see the header): `direct` is the
+// capture the call touches itself (its stream or event), else the calling thread's mode decides.
+// Under g_capture_mutex; returns the capture invalidated, or nullptr when the call is allowed.
+Graph* refused_by(Graph* direct, std::string& why) {
+  if (direct != nullptr) return direct;
   const auto me = std::this_thread::get_id();
+  for (Graph* c : g_captures) {
+    if (c->thread() == me ? c->mode() != at::GraphCaptureMode::Relaxed : c->mode() == at::GraphCaptureMode::Global) {
+      if (c->thread() != me) why += " on another thread, while a capture in \"global\" capture_error_mode is open";
+      return c;
+    }
+  }
+  return nullptr;
+}
+
+Graph* capture_of(c10::DeviceIndex device, c10::StreamId stream) {  // under g_capture_mutex
+  for (const CaptureStream& c : g_streams) {
+    if (c.device == device && c.stream == stream) return c.graph;
+  }
+  return nullptr;
+}
+
+void refuse(c10::DeviceIndex device, c10::StreamId stream, const char* what) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
   std::string why = what;
   {
     std::lock_guard<std::mutex> lock(g_capture_mutex);
-    Graph* g = nullptr;
-    for (const CaptureStream& c : g_streams) {
-      if (c.device == d && c.stream == s) g = c.graph;
-    }
-    for (Graph* c : g_captures) {
-      if (g != nullptr) break;
-      if (c->thread() == me ? c->mode() != at::GraphCaptureMode::Relaxed : c->mode() == at::GraphCaptureMode::Global) {
-        g = c;
-        if (c->thread() != me) why += " on another thread, while a capture in \"global\" capture_error_mode is open";
-      }
-    }
+    Graph* g = refused_by(capture_of(device, stream), why);
     if (g == nullptr) return;
     g->invalidate(why);
   }
   capture_error(why);
+}
+}  // namespace
+
+void capture_refuse(const char* what) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
+  const c10::DeviceIndex d = current_device();
+  refuse(d, current_stream_id(d), what);
+}
+
+void capture_refuse_stream(c10::DeviceIndex device, c10::StreamId stream, const char* what) {
+  refuse(device, stream, what);
+}
+
+uint64_t capture_of_stream(c10::DeviceIndex device, c10::StreamId stream) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return 0;
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  Graph* g = capture_of(device, stream);
+  return g == nullptr ? 0 : g->uid();
+}
+
+void capture_refuse_event(uint64_t capture, const char* what) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
+  std::string why = what;
+  Graph* direct = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    for (Graph* c : g_captures) {
+      if (capture != 0 && c->uid() == capture) direct = c;
+    }
+    Graph* g = refused_by(direct, why);
+    if (g == nullptr) return;
+    g->invalidate(why);
+  }
+  capture_error(why, direct != nullptr ? 907 : 900);  // cudaErrorCapturedEvent for a captured event
 }
 
 void capture_refuse_device(const char* what) {
@@ -318,14 +411,16 @@ void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to)
   std::string why;
   {
     std::lock_guard<std::mutex> lock(g_capture_mutex);
-    Graph* g = nullptr;
-    for (const CaptureStream& c : g_streams) {
-      if (c.device == device && c.stream == to) return;  // already capturing
-      if (c.device == device && c.stream == from) g = c.graph;
-    }
+    Graph* g = capture_of(device, from);
     if (g == nullptr) return;
+    Graph* joined = capture_of(device, to);
+    if (joined != nullptr) {  // already capturing: it has now seen what `from` had done
+      if (joined == g) g->join(from, to);
+      return;
+    }
     if (to != 0) {
       g_streams.push_back({device, to, g});
+      g->join(from, to);
       return;
     }
     // CUDA's default stream is the legacy stream, which no capture may take in: the whole-network
@@ -339,6 +434,7 @@ void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to)
 bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Graph* g = capture_here();
   if (g == nullptr) return false;  // the capture ended meanwhile: the call runs
+  const c10::StreamId stream = current_stream_id(current_device());
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
   const size_t base = stack->size() - n;
@@ -371,7 +467,7 @@ bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (!own) {
       stack->erase(stack->begin() + base, stack->end());
       for (int i : aliased) stack->push_back(node.args[i]);
-      g->record(std::move(node));
+      g->record(std::move(node), stream);
       return true;
     }
   }
@@ -397,7 +493,7 @@ bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } else if (!writes_only) {
     node.outs = std::move(outs);
   }
-  g->record(std::move(node));
+  g->record(std::move(node), stream);
   return true;
 }
 
@@ -414,8 +510,9 @@ bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocki
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
   Graph* g = capture_here();
   if (g == nullptr) return true;  // the capture ended meanwhile: the copy runs
-  g->record(Node{op, {self, src, non_blocking}, {}});
-  return self_dev && g->owns(self);
+  const bool run = self_dev && g->owns(self);
+  g->record(Node{op, {self, src, non_blocking}, {}}, current_stream_id(current_device()));
+  return run;
 }
 
 at::Tensor capture_call(const char* name, std::vector<c10::IValue> args) {
