@@ -11,7 +11,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <array>
+#include <optional>
 #include <string>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -116,6 +118,13 @@ ModelStats model_stats(c10::DeviceIndex index);
 void model_reset_peak(c10::DeviceIndex index);
 void model_reset_accumulated(c10::DeviceIndex index);
 std::vector<ModelSegment> model_segments(c10::DeviceIndex index);
+// CUDA graphs' private pools (beginAllocateToPool / releasePool): a capture's requests are served from
+// the pool named by its id; the pool's whole free segments go back once no graph uses it
+void model_pool_begin(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id);
+void model_pool_release(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id);
+// allocator.cpp: the model frees a storage's block now (the program let go of memory a graph keeps);
+// true when it had one
+bool model_detach(c10::StorageImpl* storage);
 
 // views.cpp: the same memory seen from the other side
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);
@@ -184,6 +193,10 @@ void capture_refuse_device(const char* what);  // the device synchronizes: refus
 void capture_refuse_stream(c10::DeviceIndex device, c10::StreamId stream, const char* what);
 void capture_refuse_event(uint64_t capture, const char* what);
 uint64_t capture_of_stream(c10::DeviceIndex device, c10::StreamId stream);  // the capture recording it, 0: none
+bool graph_replaying();  // a graph replays on this thread (CUDA's replay allocates nothing)
+// the private pool of the capture recording the current stream (not while a graph replays)
+std::optional<std::pair<uint64_t, uint64_t>> capture_pool_here();
+void graph_release_dead();  // graphs' tensors the program dropped: freed for the allocator model
 // a stream waits on work of another (an event, wait_stream): a capture on `from` extends to `to`
 void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to);
 // record the call on the stack (run it when CUDA would have to); true: the stack holds its returns

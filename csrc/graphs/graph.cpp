@@ -30,6 +30,11 @@
 //    stream has unjoined work" when the capture's stream has not waited (directly or through other
 //    streams) on the last call recorded on each of them. The failed capture takes every stream out of
 //    capture, as cudaStreamEndCapture does.
+//  * memory: a tensor allocated during the capture is in the graph's private pool of the allocator
+//    model (cache_model.cpp). The graph holds its own aliases of such tensors, so the model frees the
+//    block when the program drops its last reference, as CUDA's allocator does, while the graph keeps
+//    the memory for its replays; a replay's transient buffers are not counted (CUDA's replay
+//    allocates nothing).
 //  * an operator's own error (a shape check) raised inside a capture leaves the capture valid: the
 //    operator launched nothing, so capture_end succeeds and the program sees that error itself.
 //  * random operators: the device's default generators are graph-safe (registered at
@@ -43,6 +48,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <ATen/core/GraphImplInterface.h>
@@ -75,7 +81,13 @@ std::vector<CaptureStream> g_streams;
 std::vector<Graph*> g_captures;
 std::atomic<int> g_open{0};
 thread_local int t_running = 0;         // >0: a recorded call runs now (its nested calls are not recorded)
+thread_local int t_replaying = 0;       // >0: a graph replays on this thread
 std::atomic<uint64_t> g_next_capture{1};
+
+// Graphs holding tensors allocated during their capture (see Graph::alias), for release_dead()
+std::mutex g_held_mutex;
+std::vector<Graph*> g_holders;
+std::atomic<int> g_holding{0};
 
 // the capture recording the calling thread's current stream, or nullptr
 Graph* capture_here() {
@@ -144,7 +156,7 @@ void wait_for_work(const torch::jit::Stack& stack) {
 class Graph final : public at::GraphImplInterface {
  public:
   explicit Graph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
-  ~Graph() override { close(); }
+  ~Graph() override { reset(); }
 
   void capture_begin(at::MempoolId_t pool, at::GraphCaptureMode mode) override {
     TORCH_CHECK(!has_capture_, "This CUDAGraph instance already owns a captured graph. To capture a new graph, "
@@ -177,6 +189,9 @@ class Graph final : public at::GraphImplInterface {
       open_ = true;
       g_open.fetch_add(1);
     }
+    // beginAllocateToPool: the capture's allocations go to its pool (shared when the id is given)
+    if (model_active()) model_pool_begin(device_, pool_);
+    in_pool_ = model_active();
   }
 
   void capture_end() override {
@@ -185,7 +200,10 @@ class Graph final : public at::GraphImplInterface {
     close();
     owned_.clear();
     if (!invalidated_.empty() || !unjoined.empty()) {
+      // a failed capture keeps its pool, as CUDA's allocator does (releasePool follows a capture that ended)
+      in_pool_ = false;
       nodes_.clear();
+      drop_held();
       if (!invalidated_.empty()) {
         throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 901,
                                     "CUDA error: operation failed due to a previous error during capture (" +
@@ -211,8 +229,12 @@ class Graph final : public at::GraphImplInterface {
     if (!has_exec_) instantiate();
     const c10::DispatchKeySet keys(kKey);
     ++t_running;
+    ++t_replaying;
     struct Done {
-      ~Done() { --t_running; }
+      ~Done() {
+        --t_running;
+        --t_replaying;
+      }
     } done;
     torch::jit::Stack stack;
     for (const Node& node : nodes_) {
@@ -232,6 +254,9 @@ class Graph final : public at::GraphImplInterface {
   void reset() override {
     close();
     nodes_.clear();
+    drop_held();
+    if (has_capture_ && in_pool_) model_pool_release(device_, pool_);  // releasePool
+    in_pool_ = false;
     has_capture_ = has_exec_ = false;
   }
 
@@ -250,6 +275,8 @@ class Graph final : public at::GraphImplInterface {
   uint64_t uid() const { return uid_; }
   // a call recorded from `stream`, one of the capture's (under g_capture_mutex: joins read it)
   void record(Node node, c10::StreamId stream) {
+    for (auto& v : node.args) v = alias(v);
+    for (auto& v : node.outs) v = alias(v);
     nodes_.push_back(std::move(node));
     std::lock_guard<std::mutex> lock(g_capture_mutex);
     const uint64_t n = ++work_[stream];
@@ -270,7 +297,12 @@ class Graph final : public at::GraphImplInterface {
     }
     return "";
   }
-
+  // the program's memory is freed for the model when only the graph's aliases still hold it
+  void release_dead() {
+    for (Held& h : held_) {
+      if (!h.released && h.storage.use_count() == h.refs) h.released = model_detach(h.storage.unsafeGetStorageImpl());
+    }
+  }
   void own(const at::Tensor& t) {
     if (t.defined() && t.device().type() == kType) owned_.insert(t.storage().data());
   }
@@ -281,6 +313,57 @@ class Graph final : public at::GraphImplInterface {
   size_t size() const { return nodes_.size(); }
 
  private:
+  struct Held {
+    c10::Storage storage;
+    int64_t refs;  // the references the graph holds: this one and its aliases' tensors
+    bool released;
+  };
+
+  // a tensor the graph keeps for its replays: one allocated during the capture becomes the graph's own
+  // TensorImpl over the same storage, so the program's references can be told from the graph's
+  c10::IValue alias(const c10::IValue& v) {
+    if (!in_pool_) return v;
+    if (v.isTensor()) return alias_tensor(v.toTensor());
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> list;
+      bool any = false;
+      for (const at::Tensor& t : v.toTensorList()) {
+        at::Tensor a = alias_tensor(t);
+        any = any || a.unsafeGetTensorImpl() != t.unsafeGetTensorImpl();
+        list.push_back(std::move(a));
+      }
+      return any ? c10::IValue(list) : v;
+    }
+    return v;
+  }
+  at::Tensor alias_tensor(const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kType || !owns(t) || !t.has_storage()) return t;
+    c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+    auto it = held_index_.find(impl);
+    if (it == held_index_.end()) {
+      std::lock_guard<std::mutex> lock(g_held_mutex);
+      if (held_.empty()) {
+        g_holders.push_back(this);
+        g_holding.fetch_add(1);
+      }
+      it = held_index_.emplace(impl, held_.size()).first;
+      held_.push_back({t.storage(), 1, false});
+    }
+    held_[it->second].refs += 1;
+    return at::Tensor(t.unsafeGetTensorImpl()->shallow_copy_and_detach(c10::VariableVersion(0), false));
+  }
+  void drop_held() {
+    {
+      std::lock_guard<std::mutex> lock(g_held_mutex);
+      if (held_.empty()) return;
+      g_holders.erase(std::remove(g_holders.begin(), g_holders.end(), this), g_holders.end());
+      g_holding.fetch_sub(1);
+    }
+    std::vector<Held> held;
+    held.swap(held_);  // the storages go after the lock: a free may reach the allocator
+    held_index_.clear();
+  }
+
   // the capture's streams leave the registry; its recording ends
   void close() {
     std::lock_guard<std::mutex> lock(g_capture_mutex);
@@ -300,10 +383,13 @@ class Graph final : public at::GraphImplInterface {
   std::thread::id thread_;
   c10::DeviceIndex device_ = 0;
   at::MempoolId_t pool_{0, 0};
+  bool in_pool_ = false;  // the allocator model routed this capture to its pool
   uint64_t uid_ = 0;      // this capture's id (an event recorded during it is a captured event)
   c10::StreamId origin_ = 0;
   std::map<c10::StreamId, uint64_t> work_;                           // calls recorded per stream
   std::map<c10::StreamId, std::map<c10::StreamId, uint64_t>> seen_;  // per stream: what it waited for
+  std::vector<Held> held_;
+  std::unordered_map<const c10::StorageImpl*, size_t> held_index_;
   std::vector<Node> nodes_;
   std::unordered_set<const void*> owned_;  // memory allocated during the capture (contents undefined to the program)
   std::string invalidated_;
@@ -323,7 +409,21 @@ void check_generator(const c10::IValue& v, c10::DeviceIndex device) {
 }  // namespace
 
 bool capturing() { return t_running == 0 && capture_here() != nullptr; }
+bool graph_replaying() { return t_replaying != 0; }
 
+std::optional<std::pair<uint64_t, uint64_t>> capture_pool_here() {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0) || t_replaying != 0) return std::nullopt;
+  Graph* g = capture_here();
+  if (g == nullptr) return std::nullopt;
+  const auto p = g->pool();
+  return std::make_pair(static_cast<uint64_t>(p.first), static_cast<uint64_t>(p.second));
+}
+
+void graph_release_dead() {
+  if (C10_LIKELY(g_holding.load(std::memory_order_relaxed) == 0)) return;
+  std::lock_guard<std::mutex> lock(g_held_mutex);
+  for (Graph* g : g_holders) g->release_dead();
+}
 bool capture_underway() { return capture_here() != nullptr; }
 bool capture_open() { return g_open.load() != 0; }
 

@@ -281,7 +281,8 @@ Header* take(c10::DeviceIndex pool, int64_t size) {
 void* allocate_block(c10::DeviceIndex pool, size_t n) {
   const int64_t size = round_up(n);
   void* model = nullptr;
-  if (model_active()) {
+  if (model_active() && !graph_replaying()) {  // a replay's transient buffers: CUDA's replay allocates nothing
+    graph_release_dead();
     model = model_malloc(pool, n, g_capacity[pool].load(), allowed_bytes(pool));
     if (model == nullptr) {
       const ModelStats m = model_stats(pool);
@@ -479,6 +480,7 @@ DeviceStats device_stats(c10::DeviceIndex index) {
   const auto& s = g_stats[index];
   DeviceStats d;
   if (model_active()) {  // what CUDA's caching allocator would report (aggregate pool)
+    graph_release_dead();
     const ModelStats m = model_stats(index);
     const auto& alloc = m.stat[0], &seg = m.stat[3], &bytes = m.stat[4 * 3], &res = m.stat[5 * 3];
     d.allocated = bytes.current;
@@ -529,7 +531,10 @@ void reset_peak(c10::DeviceIndex index) {
 }
 
 void empty_cache() {
-  if (model_active()) model_empty_cache();
+  if (model_active()) {
+    graph_release_dead();
+    model_empty_cache();
+  }
   for (auto& p : g_pools) {
     std::array<Header*, kClasses> lists{};
     {
@@ -557,7 +562,8 @@ bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index) {
   }
   const int64_t size = round_up(nbytes);
   void* model = nullptr;
-  if (model_active()) {  // a GPU kernel would have allocated its output from the caching allocator
+  if (model_active() && !graph_replaying()) {  // a GPU kernel would have allocated its output from the caching allocator
+    graph_release_dead();
     model = model_malloc(index, nbytes, g_capacity[index].load(), allowed_bytes(index));
     if (model == nullptr) {
       const ModelStats m = model_stats(index);
@@ -631,6 +637,29 @@ void empty_host_cache() {
     g_host.s.num_host_free += k;
     g_host.cached[c] = 0;
   }
+}
+
+}  // namespace cudashim
+
+namespace cudashim {
+
+bool model_detach(c10::StorageImpl* storage) {
+  const c10::DataPtr& dp = storage->data_ptr();
+  void** model = nullptr;
+  c10::DeviceIndex device = 0;
+  if (dp.get_deleter() == &release && dp.get() != nullptr) {
+    Header* h = header_of(dp.get());
+    model = &h->model;
+    device = static_cast<c10::DeviceIndex>(h->pool);
+  } else if (dp.get_deleter() == &release_adopted) {
+    auto* a = static_cast<Adopted*>(dp.get_context());
+    model = &a->model;
+    device = a->device;
+  }
+  if (model == nullptr || *model == nullptr) return model != nullptr;
+  model_free(device, *model);
+  *model = nullptr;
+  return true;
 }
 
 }  // namespace cudashim

@@ -10,12 +10,20 @@
 // room first gives back every unsplit cached segment, then fails as out of memory. The segments are
 // address ranges only: nothing here holds memory.
 //
-// Not modelled: streams (one pool per stream on a GPU: here every stream shares one), CUDA graph
-// private pools, expandable segments, max_split_size_mb and roundup_power2_divisions.
+// CUDA graphs' private pools: a request made on a stream that a capture records is served from that
+// capture's pool (its own small and large blocks and segments, shared by the graphs given the same
+// pool id), as beginAllocateToPool routes it. A pool lives while a graph uses it; once the last one
+// is reset or destroyed its whole free segments go back at the next empty_cache(), and blocks still
+// held by the program keep theirs. Its segments count in memory_reserved() meanwhile.
+//
+// Not modelled: streams (one pool per stream on a GPU: here every stream shares one), expandable
+// segments, max_split_size_mb and roundup_power2_divisions.
 #include "shim.h"
 
 #include <algorithm>
 #include <array>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_set>
@@ -42,23 +50,36 @@ int64_t allocation_size(int64_t size) {
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 
+struct Block;
+struct BySizeThenAddress {
+  bool operator()(const Block* a, const Block* b) const;
+};
+using FreeBlocks = std::set<Block*, BySizeThenAddress>;
+
+// the free blocks of one pool: [0] large, [1] small
+struct Pool {
+  FreeBlocks free[2];
+  int use_count = 1;     // graphs using a private pool (beginAllocateToPool .. releasePool)
+  int64_t segments = 0;  // segments it holds
+};
+
 struct Block {
   int64_t addr, size, requested = 0;
   bool small, allocated = false;
+  Pool* pool = nullptr;
   Block* prev = nullptr;
   Block* next = nullptr;
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
-struct BySizeThenAddress {
-  bool operator()(const Block* a, const Block* b) const {
-    return a->size != b->size ? a->size < b->size : a->addr < b->addr;
-  }
-};
+bool BySizeThenAddress::operator()(const Block* a, const Block* b) const {
+  return a->size != b->size ? a->size < b->size : a->addr < b->addr;
+}
 
 struct Device {
   std::mutex mutex;
-  std::set<Block*, BySizeThenAddress> pools[2];  // [0] large, [1] small: the free blocks
+  Pool pool;                                                       // the default pool
+  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Pool>> private_pools;  // CUDA graphs' pools
   std::unordered_set<Block*> active;
   std::array<ModelStats::Stat, 9 * 3> stat{};  // ModelStats' order
   int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
@@ -85,26 +106,37 @@ void change(Device& d, int which, bool small, int64_t amount) {
   }
 }
 
-void release_segment(Device& d, std::set<Block*, BySizeThenAddress>& pool, Block* b) {
+void release_segment(Device& d, FreeBlocks& blocks, Block* b) {
   d.total_reserved -= b->size;
   change(d, kSegment, b->small, -1);
   change(d, kReservedBytes, b->small, -b->size);
   d.num_device_free += 1;
-  pool.erase(b);
+  b->pool->segments -= 1;
+  blocks.erase(b);
   delete b;
 }
 
-// every cached segment that is whole (not split) goes back to the device
-void release_cached(Device& d) {
-  for (auto& pool : d.pools) {
-    for (auto it = pool.begin(); it != pool.end();) {
+void release_whole(Device& d, Pool& pool) {
+  for (auto& blocks : pool.free) {
+    for (auto it = blocks.begin(); it != blocks.end();) {
       Block* b = *it++;
-      if (!b->is_split()) release_segment(d, pool, b);
+      if (!b->is_split()) release_segment(d, blocks, b);
     }
   }
 }
 
-int64_t merge(Block* dst, Block* src, std::set<Block*, BySizeThenAddress>& pool) {
+// every cached segment that is whole (not split) goes back to the device: the default pool's, and
+// those of private pools no graph uses any more (a pool left without segments is gone)
+void release_cached(Device& d) {
+  release_whole(d, d.pool);
+  for (auto it = d.private_pools.begin(); it != d.private_pools.end();) {
+    Pool& p = *it->second;
+    if (p.use_count == 0) release_whole(d, p);
+    it = p.use_count == 0 && p.segments == 0 ? d.private_pools.erase(it) : std::next(it);
+  }
+}
+
+int64_t merge(Block* dst, Block* src, FreeBlocks& pool) {
   if (src == nullptr || src->allocated) return 0;
   if (dst->prev == src) {
     dst->addr = src->addr;
@@ -127,11 +159,18 @@ bool model_active() { return g_active; }
 void set_model_active(bool on) { g_active = on; }
 
 void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t allowed) {
+  const auto capture = capture_pool_here();  // before the lock: graph.cpp never calls in while holding its own
   Device& d = g_devices[index];
   std::lock_guard<std::mutex> lock(d.mutex);
   const int64_t size = round_size(static_cast<int64_t>(n));
   const bool small = size <= kSmallSize;
-  auto& pool = d.pools[small ? 1 : 0];
+  Pool* owner = &d.pool;
+  if (capture.has_value()) {
+    auto& p = d.private_pools[*capture];
+    if (!p) p = std::make_unique<Pool>();
+    owner = p.get();
+  }
+  auto& pool = owner->free[small ? 1 : 0];
   Block probe{0, size, 0, small};
   Block* block = nullptr;
   auto it = pool.lower_bound(&probe);  // the smallest block that fits, lowest address first
@@ -142,7 +181,7 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
     const int64_t alloc_size = allocation_size(size);
     auto fits = [&] { return d.total_reserved + alloc_size <= std::min(capacity, allowed); };
     bool ok = fits();
-    if (!ok) {
+    if (!ok && !capture.has_value()) {  // nothing is given back while a capture allocates (CUDA's rule)
       release_cached(d);
       d.num_alloc_retries += 1;
       ok = fits();
@@ -151,7 +190,8 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
       d.num_ooms += 1;
       return nullptr;  // the caller raises, with the statistics as they stand
     }
-    block = new Block{d.next_addr, alloc_size, 0, small};
+    block = new Block{d.next_addr, alloc_size, 0, small, false, owner};
+    owner->segments += 1;
     d.next_addr += alloc_size;
     d.total_reserved += alloc_size;
     d.num_device_alloc += 1;
@@ -163,7 +203,7 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
   const bool already_split = block->is_split();
   if (split) {
     Block* rest = block;
-    block = new Block{rest->addr, size, 0, small};
+    block = new Block{rest->addr, size, 0, small, false, owner};
     block->prev = rest->prev;
     if (block->prev) block->prev->next = block;
     block->next = rest;
@@ -201,7 +241,7 @@ void model_free(c10::DeviceIndex index, void* handle) {
   const bool small = block->small;
   change(d, kAllocation, small, -1);
   change(d, kAllocatedBytes, small, -size);
-  auto& pool = d.pools[small ? 1 : 0];
+  auto& pool = block->pool->free[small ? 1 : 0];
   int64_t split_blocks = 0, split_bytes = 0;
   for (Block* candidate : {block->prev, block->next}) {
     const int64_t subsumed = merge(block, candidate, pool);
@@ -221,6 +261,24 @@ void model_free(c10::DeviceIndex index, void* handle) {
   change(d, kActive, small, -1);
   change(d, kActiveBytes, small, -size);
   change(d, kRequestedBytes, small, -requested);
+}
+
+void model_pool_begin(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto& p = d.private_pools[id];
+  if (!p) {
+    p = std::make_unique<Pool>();
+  } else {
+    p->use_count += 1;
+  }
+}
+
+void model_pool_release(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto it = d.private_pools.find(id);
+  if (it != d.private_pools.end() && it->second->use_count > 0) it->second->use_count -= 1;
 }
 
 int64_t model_size(const void* handle) { return static_cast<const Block*>(handle)->size; }
@@ -265,11 +323,15 @@ std::vector<ModelSegment> model_segments(c10::DeviceIndex index) {
   for (const Block* b : d.active) {
     if (b->prev == nullptr) heads.push_back(b);
   }
-  for (const auto& pool : d.pools) {
-    for (const Block* b : pool) {
-      if (b->prev == nullptr) heads.push_back(b);
+  auto add = [&](const Pool& pool) {
+    for (const auto& blocks : pool.free) {
+      for (const Block* b : blocks) {
+        if (b->prev == nullptr) heads.push_back(b);
+      }
     }
-  }
+  };
+  add(d.pool);
+  for (const auto& [id, p] : d.private_pools) add(*p);
   std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->addr < b->addr; });
   std::vector<ModelSegment> out;
   for (const Block* h : heads) {

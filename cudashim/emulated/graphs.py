@@ -12,10 +12,11 @@ Choices, where CUDA leaves a choice or the host differs:
     are recorded, from any thread (the autograd engine's device thread works on the forward's stream);
     other threads' work on their own streams runs. capture_error_mode decides where a synchronizing
     call is refused (csrc/graphs/graph.cpp).
-  * a graph holds every tensor its recorded calls use: pool memory is not reused while the graph
-    lives and counts in memory_reserved() — and in memory_allocated(), unlike CUDA, whose blocks
-    freed inside a private pool stay reserved only. Graphs sharing a pool never reuse each other's
-    memory (more memory than CUDA; never a wrong result).
+  * a graph holds every tensor its recorded calls use: its memory is not reused while the graph
+    lives (graphs sharing a pool never reuse each other's: more host memory than CUDA; never a wrong
+    result). Under a device profile the statistics are CUDA's all the same: the allocator model
+    serves the capture from the graph's private pool and frees a block when the program drops it
+    (csrc/runtime/cache_model.cpp); without one, the held tensors count in memory_allocated().
   * the device's default generators are graph-safe: each replay draws new numbers.
   * torch.compile's C++ kernels are called from Python, past the dispatcher: under capture they go
     through a recordable operator (graph_kernels.py), so replay re-runs them too.

@@ -227,3 +227,30 @@ def mem_get_info_counts_reserved() -> None:
     assert 100 * MiB <= free0 - free1 <= 102 * MiB, (free0, free1)
     del x
     clean()
+
+
+@check
+def graph_capture_allocates_from_its_private_pool() -> None:
+    # CUDACachingAllocator: a capture's requests are served from the graph's private pool (segments of
+    # their own, reserved while a graph uses the pool); a block the program frees goes back to that pool
+    clean()
+    x = torch.ones(256 * 1024, device="cuda")  # 1 MiB: a small-pool block, in a 2 MiB segment
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * 2  # the pool's first segment (x's has 1 MiB free, but it is the default pool's)
+        z = y + 1  # the rest of that segment
+        del y      # back to the graph's pool
+    assert torch.cuda.memory_allocated() == 2 * MiB, torch.cuda.memory_allocated()
+    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
+    g.replay()
+    assert torch.cuda.memory_allocated() == 2 * MiB, "a replay allocated"
+    del z
+    torch.cuda.empty_cache()  # the pool is the graph's while it lives: nothing goes back
+    assert (torch.cuda.memory_allocated(), torch.cuda.memory_reserved()) == (MiB, 4 * MiB), (
+        torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
+    del g  # releasePool: its free segments go back at the next empty_cache()
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == 2 * MiB, torch.cuda.memory_reserved()
+    del x
+    clean()
+
