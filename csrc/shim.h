@@ -125,6 +125,13 @@ void model_pool_release(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id
 // allocator.cpp: the model frees a storage's block now (the program let go of memory a graph keeps);
 // true when it had one
 bool model_detach(c10::StorageImpl* storage);
+// allocator.cpp: cuBLAS's workspaces, as PyTorch takes them from the caching allocator on a GPU: the
+// first BLAS call of a thread's cuBLAS handle on a stream allocates `cublas` bytes, kept for the
+// process; one through cuBLASLt also `cublaslt` bytes (0: Lt shares cuBLAS's). Only under the model.
+void set_blas_workspace(int64_t cublas, int64_t cublaslt);
+void blas_call(bool lt);
+// blas.cpp: for a call on the stack (its arguments), -1: no cuBLAS on a GPU; 0: cuBLAS; 1: cuBLASLt too
+int blas_kind(const c10::OperatorHandle& op, const std::vector<c10::IValue>& stack);
 
 // views.cpp: the same memory seen from the other side
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);

@@ -24,8 +24,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <iterator>
 #include <mutex>
+#include <set>
 #include <sstream>
+#include <tuple>
 #include <unordered_set>
 
 #include <c10/core/CPUAllocator.h>
@@ -660,6 +664,67 @@ bool model_detach(c10::StorageImpl* storage) {
   model_free(device, *model);
   *model = nullptr;
   return true;
+}
+
+namespace {
+// cuBLAS handles: each thread takes one per device from a pool and gives it back when it ends, as
+// PyTorch's DeviceThreadHandlePool does; a workspace belongs to a (handle, stream) pair
+std::mutex g_blas_mutex;
+std::vector<int> g_idle_handles[kMaxDevices];
+int g_handles[kMaxDevices] = {};
+std::set<std::tuple<int, int, c10::StreamId>> g_workspaces[2];  // (device, handle, stream): [0] cuBLAS, [1] cuBLASLt
+std::atomic<int64_t> g_workspace_size[2] = {{0}, {0}};
+
+struct HandleWindow {
+  int handle[kMaxDevices];
+  HandleWindow() { std::fill(std::begin(handle), std::end(handle), -1); }
+  ~HandleWindow() {
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    for (int d = 0; d < kMaxDevices; ++d) {
+      if (handle[d] >= 0) g_idle_handles[d].push_back(handle[d]);
+    }
+  }
+};
+thread_local HandleWindow t_handles;
+
+void workspace_block(c10::DeviceIndex index, int64_t n) {  // held for the process, as PyTorch's map holds it
+  graph_release_dead();
+  if (model_malloc(index, static_cast<size_t>(n), g_capacity[index].load(), allowed_bytes(index)) == nullptr) {
+    const ModelStats m = model_stats(index);
+    g_ooms[index].fetch_add(1);
+    raise_oom(index, model_allocation_size(static_cast<size_t>(n)), m.stat[4 * 3].current, m.stat[5 * 3].current);
+  }
+}
+}  // namespace
+
+void set_blas_workspace(int64_t cublas, int64_t cublaslt) {
+  g_workspace_size[0] = cublas;
+  g_workspace_size[1] = cublaslt;
+}
+
+void blas_call(bool lt) {
+  if (!model_active() || graph_replaying() || g_workspace_size[0].load() <= 0) return;
+  const c10::DeviceIndex d = current_device();
+  const c10::StreamId s = current_stream_id(d);
+  int handle = 0;
+  bool need[2] = {false, false};
+  {
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    if (t_handles.handle[d] < 0) {
+      if (g_idle_handles[d].empty()) {
+        t_handles.handle[d] = g_handles[d]++;
+      } else {
+        t_handles.handle[d] = g_idle_handles[d].back();
+        g_idle_handles[d].pop_back();
+      }
+    }
+    handle = t_handles.handle[d];
+    need[0] = g_workspaces[0].insert({d, handle, s}).second;
+    need[1] = lt && g_workspace_size[1].load() > 0 && g_workspaces[1].insert({d, handle, s}).second;
+  }
+  // getCurrentCUDABlasHandle sets the handle's workspace first; cuBLASLt's follows
+  if (need[0]) workspace_block(d, g_workspace_size[0].load());
+  if (need[1]) workspace_block(d, g_workspace_size[1].load());
 }
 
 }  // namespace cudashim

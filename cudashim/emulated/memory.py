@@ -15,7 +15,9 @@ message, counted in num_ooms.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import os
+import re
+from typing import Any, Callable, Mapping
 
 __all__ = ["MemoryTable", "bind_storage_resize", "bind_allocator_apis", "configure"]
 
@@ -153,6 +155,45 @@ def configure(core: Any, profile: Any, host_total: int) -> None:
     if profile is not None:
         core.set_reserve_on_demand(True)
         core.set_model_active(True)
+        if profile.device == "cuda":
+            core.set_blas_workspace(*blas_workspace_sizes(profile.get("major"), profile.get("minor"), os.environ))
+
+
+def _check_env(value: str | None) -> bool | None:
+    """c10::utils::check_env: True for 1/true/yes/on, False for 0/false/no/off, else None."""
+    if value is None:
+        return None
+    v = value.strip().lower()
+    return True if v in ("1", "true", "yes", "on", "y") else False if v in ("0", "false", "no", "off", "n") else None
+
+
+def blas_workspace_sizes(major: Any, minor: Any, env: Mapping[str, str]) -> tuple[int, int]:
+    """(cuBLAS, cuBLASLt) workspace bytes a GPU of compute capability major.minor takes per handle
+    and stream, as PyTorch's CublasHandlePool.cpp sizes them: CUBLAS_WORKSPACE_CONFIG's :SIZE_KiB:COUNT
+    pairs, else 32 MiB on compute capability 9.0 and 8 MiB + 128 KiB elsewhere; cuBLASLt's
+    CUBLASLT_WORKSPACE_SIZE KiB (1 MiB unless set), no larger than cuBLAS's, and none of its own when
+    TORCH_CUBLASLT_UNIFIED_WORKSPACE is on (cuBLASLt then shares cuBLAS's)."""
+    sm90 = major == 9 and minor == 0
+    default = 4096 * 8 * 1024 if sm90 else 4096 * 1024 * 2 + 16 * 1024 * 8
+    cublas = default
+    config = env.get("CUBLAS_WORKSPACE_CONFIG")
+    if config is not None:
+        pairs = re.findall(r":([0-9]+):([0-9]+)", config)
+        if pairs:
+            cublas = sum(int(size) * 1024 * int(count) for size, count in pairs)
+    lt = 1024 * 1024
+    given = env.get("CUBLASLT_WORKSPACE_SIZE")
+    if given is not None:
+        try:
+            lt = int(given) * 1024
+        except ValueError:
+            pass
+    unified = _check_env(env.get("TORCH_CUBLASLT_UNIFIED_WORKSPACE"))
+    if unified is True:
+        return cublas, 0
+    if unified is None:  # unified sizing by default: Lt's workspace is capped at cuBLAS's
+        lt = min(lt, cublas)
+    return cublas, lt
 
 
 def bind_storage_resize(bindings: Any, torch: Any, core: Any) -> None:

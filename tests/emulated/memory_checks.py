@@ -254,3 +254,29 @@ def graph_capture_allocates_from_its_private_pool() -> None:
     del x
     clean()
 
+
+# Last: cuBLAS's workspaces stay allocated for the process, as PyTorch keeps them.
+@check
+def cublas_workspace_on_first_matmul_per_stream() -> None:
+    # CublasHandlePool.cpp: the first BLAS call of a thread's handle on a stream allocates the handle's
+    # workspace through the caching allocator, after the call's output: 32 MiB on compute capability
+    # 9.0, else 8 MiB + 128 KiB (CUBLAS_WORKSPACE_CONFIG unset); cuBLASLt (addmm with a fusable bias)
+    # takes a workspace of its own, 1 MiB (CUBLASLT_WORKSPACE_SIZE unset).
+    clean()
+    ws = 32 * MiB if torch.cuda.get_device_capability() == (9, 0) else 8 * MiB + 128 * 1024
+    a = torch.ones(64, 64, device="cuda")  # 16 KiB
+    base = torch.cuda.memory_allocated()
+    outs = [a @ a]
+    assert torch.cuda.memory_allocated() - base == 16384 + ws, torch.cuda.memory_allocated() - base
+    outs.append(a @ a)  # the same handle and stream: its workspace already
+    assert torch.cuda.memory_allocated() - base == 2 * 16384 + ws, torch.cuda.memory_allocated() - base
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        outs.append(a @ a)  # another stream: another workspace
+    torch.cuda.current_stream().wait_stream(side)
+    assert torch.cuda.memory_allocated() - base == 3 * 16384 + 2 * ws, torch.cuda.memory_allocated() - base
+    bias = torch.ones(64, device="cuda")  # 512 bytes (rounded)
+    outs.append(torch.addmm(bias, a, a))  # through cuBLASLt: its workspace too
+    assert torch.cuda.memory_allocated() - base == 4 * 16384 + 512 + 2 * ws + MiB, torch.cuda.memory_allocated() - base
+    outs.append(torch.addmm(bias, a, a))
+    assert torch.cuda.memory_allocated() - base == 5 * 16384 + 512 + 2 * ws + MiB, torch.cuda.memory_allocated() - base

@@ -144,3 +144,20 @@ def test_preflight_in_the_report(tmp_path) -> None:
     assert dev["peak_reserved"] == {"bytes": 2**30 + 20 * 2**20, "site": "<string>:3 (<module>)"}
     assert dev["largest_allocation"] == {"bytes": 2**30, "site": "<string>:2 (<module>)"}
     assert dev["fits"] is True and "first_not_fitting" not in dev
+
+
+def test_cublas_workspace_sizes_follow_pytorch() -> None:
+    # aten/src/ATen/cuda/CublasHandlePool.cpp: ":4096:8" (32 MiB) on compute capability 9.0, else
+    # ":4096:2:16:8"; cuBLASLt 1024 KiB, capped at cuBLAS's, none of its own when unified
+    from cudashim.emulated.memory import blas_workspace_sizes
+
+    MiB = 2**20
+    assert blas_workspace_sizes(9, 0, {}) == (32 * MiB, MiB)
+    assert blas_workspace_sizes(8, 0, {}) == (8 * MiB + 128 * 1024, MiB)
+    assert blas_workspace_sizes(10, 0, {}) == (8 * MiB + 128 * 1024, MiB)
+    assert blas_workspace_sizes(8, 0, {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}) == (32 * MiB, MiB)
+    assert blas_workspace_sizes(9, 0, {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}) == (128 * 1024, 128 * 1024)
+    assert blas_workspace_sizes(9, 0, {"CUBLASLT_WORKSPACE_SIZE": "4096"}) == (32 * MiB, 4 * MiB)
+    assert blas_workspace_sizes(9, 0, {"TORCH_CUBLASLT_UNIFIED_WORKSPACE": "1"}) == (32 * MiB, 0)
+    assert blas_workspace_sizes(9, 0, {"TORCH_CUBLASLT_UNIFIED_WORKSPACE": "0",
+                                       "CUBLASLT_WORKSPACE_SIZE": "65536"}) == (32 * MiB, 64 * MiB)
