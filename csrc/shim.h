@@ -108,6 +108,7 @@ struct ModelSegment {
 };
 bool model_active();
 void set_model_active(bool on);
+void set_model_expandable(bool on);  // PYTORCH_CUDA_ALLOC_CONF's expandable_segments
 // a block for a request of n bytes, or nullptr when neither the cache nor min(capacity, allowed) has room
 void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t allowed);
 void model_free(c10::DeviceIndex index, void* block);

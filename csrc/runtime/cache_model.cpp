@@ -16,8 +16,14 @@
 // is reset or destroyed its whole free segments go back at the next empty_cache(), and blocks still
 // held by the program keep theirs. Its segments count in memory_reserved() meanwhile.
 //
-// Not modelled: streams (one pool per stream on a GPU: here every stream shares one), expandable
-// segments, max_split_size_mb and roundup_power2_divisions.
+// Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): each pool's small and large
+// blocks live in one segment of address space that grows by mapping pages (2 MiB small, 20 MiB
+// large) as a request needs them, starting from the free mapped block just before the unmapped
+// space; every block is split when 512 bytes or more remain; empty_cache() unmaps the whole pages
+// inside free blocks. memory_reserved() is the mapped memory.
+//
+// Not modelled: streams (one pool per stream on a GPU: here every stream shares one),
+// max_split_size_mb and roundup_power2_divisions.
 #include "shim.h"
 
 #include <algorithm>
@@ -57,8 +63,14 @@ struct BySizeThenAddress {
 using FreeBlocks = std::set<Block*, BySizeThenAddress>;
 
 // the free blocks of one pool: [0] large, [1] small
+struct ByAddress {
+  bool operator()(const Block* a, const Block* b) const;
+};
+
 struct Pool {
   FreeBlocks free[2];
+  std::set<Block*, ByAddress> unmapped[2];  // expandable segments: their unmapped address ranges
+  bool expandable[2] = {false, false};      // its expandable segment exists
   int use_count = 1;     // graphs using a private pool (beginAllocateToPool .. releasePool)
   int64_t segments = 0;  // segments it holds
 };
@@ -69,8 +81,12 @@ struct Block {
   Pool* pool = nullptr;
   Block* prev = nullptr;
   Block* next = nullptr;
+  bool mapped = true;       // false: an expandable segment's address range with no memory behind it
+  bool expandable = false;  // part of an expandable segment
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
+
+bool ByAddress::operator()(const Block* a, const Block* b) const { return a->addr < b->addr; }
 
 bool BySizeThenAddress::operator()(const Block* a, const Block* b) const {
   return a->size != b->size ? a->size < b->size : a->addr < b->addr;
@@ -88,6 +104,8 @@ struct Device {
 };
 std::array<Device, kMaxDevices> g_devices;
 bool g_active = false;
+bool g_expandable = false;
+constexpr int64_t kExpandableSpace = int64_t{1} << 44;  // an expandable segment's address space
 
 enum { kAllocation, kSegment, kActive, kInactiveSplit, kAllocatedBytes, kReservedBytes, kActiveBytes,
        kInactiveSplitBytes, kRequestedBytes };
@@ -116,12 +134,17 @@ void release_segment(Device& d, FreeBlocks& blocks, Block* b) {
   delete b;
 }
 
+void unmap_free(Device& d, Pool& p, int small);
+
 void release_whole(Device& d, Pool& pool) {
   for (auto& blocks : pool.free) {
     for (auto it = blocks.begin(); it != blocks.end();) {
       Block* b = *it++;
-      if (!b->is_split()) release_segment(d, blocks, b);
+      if (!b->is_split() && !b->expandable) release_segment(d, blocks, b);
     }
+  }
+  for (int small : {0, 1}) {
+    if (pool.expandable[small]) unmap_free(d, pool, small);
   }
 }
 
@@ -132,12 +155,13 @@ void release_cached(Device& d) {
   for (auto it = d.private_pools.begin(); it != d.private_pools.end();) {
     Pool& p = *it->second;
     if (p.use_count == 0) release_whole(d, p);
-    it = p.use_count == 0 && p.segments == 0 ? d.private_pools.erase(it) : std::next(it);
+    const bool gone = p.use_count == 0 && p.segments == 0 && !p.expandable[0] && !p.expandable[1];
+    it = gone ? d.private_pools.erase(it) : std::next(it);
   }
 }
 
-int64_t merge(Block* dst, Block* src, FreeBlocks& pool) {
-  if (src == nullptr || src->allocated) return 0;
+// src, a neighbour of dst, becomes part of dst; returns the bytes it brought
+int64_t absorb(Block* dst, Block* src) {
   if (dst->prev == src) {
     dst->addr = src->addr;
     dst->prev = src->prev;
@@ -148,15 +172,138 @@ int64_t merge(Block* dst, Block* src, FreeBlocks& pool) {
   }
   const int64_t subsumed = src->size;
   dst->size += subsumed;
-  pool.erase(src);
   delete src;
   return subsumed;
+}
+
+int64_t merge(Block* dst, Block* src, FreeBlocks& pool) {
+  if (src == nullptr || src->allocated || !src->mapped || !dst->mapped) return 0;
+  pool.erase(src);
+  return absorb(dst, src);
+}
+
+// two neighbouring blocks of an expandable segment, both unmapped: one
+void merge_unmapped(Pool& p, int small, Block* dst, Block* src) {
+  if (src == nullptr || src->mapped || src->allocated || dst->mapped) return;
+  p.unmapped[small].erase(src);
+  absorb(dst, src);
+}
+
+int64_t page_of(bool small) { return small ? kSmallBuffer : kLargeBuffer; }
+
+// map the first `size` bytes (whole pages) of unmapped block u; its mapped part merges with free
+// mapped neighbours; returns that free block, or nullptr when the device has no room
+Block* map_front(Device& d, Pool& p, bool small, Block* u, int64_t size, int64_t limit) {
+  const int64_t page = page_of(small);
+  const int64_t n = std::min(u->size, page * ((size + page - 1) / page));
+  if (d.total_reserved + n > limit) return nullptr;
+  p.unmapped[small].erase(u);
+  if (n < u->size) {  // the rest stays unmapped
+    Block* rest = new Block{u->addr + n, u->size - n, 0, small, false, &p};
+    rest->mapped = false;
+    rest->expandable = true;
+    rest->prev = u;
+    rest->next = u->next;
+    if (rest->next) rest->next->prev = rest;
+    u->next = rest;
+    u->size = n;
+    p.unmapped[small].insert(rest);
+  }
+  u->mapped = true;
+  d.total_reserved += n;
+  d.num_device_alloc += 1;
+  change(d, kReservedBytes, small, n);
+  auto& blocks = p.free[small ? 1 : 0];
+  for (Block* candidate : {u->prev, u->next}) merge(u, candidate, blocks);
+  blocks.insert(u);
+  return u;
+}
+
+// an expandable segment's free mapped block of at least `size` bytes, mapping pages as needed
+Block* expandable_block(Device& d, Pool& p, bool small, int64_t size, int64_t limit) {
+  auto& blocks = p.free[small ? 1 : 0];
+  if (!p.expandable[small]) {
+    p.expandable[small] = true;
+    const int64_t page = page_of(small);
+    d.next_addr = page * ((d.next_addr + page - 1) / page);
+    Block* all = new Block{d.next_addr, kExpandableSpace, 0, small, false, &p};
+    all->mapped = false;
+    all->expandable = true;
+    d.next_addr += kExpandableSpace;
+    p.unmapped[small].insert(all);
+  }
+  auto room = [&](Block* b) {  // allocatable bytes from b on: free mapped or unmapped neighbours
+    int64_t bytes = 0;
+    for (; b != nullptr && !b->allocated && bytes < size; b = b->next) bytes += b->size;
+    return bytes >= size;
+  };
+  for (Block* u : p.unmapped[small]) {
+    Block* c = u->prev != nullptr && !u->prev->allocated && u->prev->mapped ? u->prev : u;
+    if (!room(c)) continue;
+    if (!c->mapped) {
+      c = map_front(d, p, small, c, size, limit);
+      if (c == nullptr) return nullptr;
+    }
+    while (c->size < size) {  // c is free and mapped: the unmapped block after it grows it (merged into one)
+      c = map_front(d, p, small, c->next, size - c->size, limit);
+      if (c == nullptr) return nullptr;
+    }
+    blocks.erase(c);
+    return c;
+  }
+  return nullptr;
+}
+
+// empty_cache() on an expandable segment: the whole pages inside each free mapped block are unmapped
+void unmap_free(Device& d, Pool& p, int small) {
+  auto& blocks = p.free[small ? 1 : 0];
+  std::vector<Block*> free_blocks;
+  for (Block* b : blocks) {
+    if (b->expandable) free_blocks.push_back(b);
+  }
+  const int64_t page = page_of(small);
+  for (Block* b : free_blocks) {
+    const int64_t begin = page * ((b->addr + page - 1) / page), end = page * ((b->addr + b->size) / page);
+    if (end <= begin) continue;
+    blocks.erase(b);
+    Block* mid = b;
+    if (begin > b->addr) {  // a mapped head stays free
+      Block* head = new Block{b->addr, begin - b->addr, 0, small != 0, false, &p};
+      head->expandable = true;
+      head->prev = b->prev;
+      if (head->prev) head->prev->next = head;
+      head->next = b;
+      b->prev = head;
+      b->addr = begin;
+      b->size -= head->size;
+      blocks.insert(head);
+    }
+    if (end < mid->addr + mid->size) {  // and a mapped tail
+      Block* tail = new Block{end, mid->addr + mid->size - end, 0, small != 0, false, &p};
+      tail->expandable = true;
+      tail->next = mid->next;
+      if (tail->next) tail->next->prev = tail;
+      tail->prev = mid;
+      mid->next = tail;
+      mid->size = end - mid->addr;
+      blocks.insert(tail);
+    }
+    mid->mapped = false;
+    d.total_reserved -= mid->size;
+    d.num_device_free += 1;
+    change(d, kReservedBytes, small != 0, -mid->size);
+    Block* next = mid->next;
+    merge_unmapped(p, small, mid, mid->prev);
+    merge_unmapped(p, small, mid, next);
+    p.unmapped[small].insert(mid);
+  }
 }
 
 }  // namespace
 
 bool model_active() { return g_active; }
 void set_model_active(bool on) { g_active = on; }
+void set_model_expandable(bool on) { g_expandable = on; }
 
 void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t allowed) {
   const auto capture = capture_pool_here();  // before the lock: graph.cpp never calls in while holding its own
@@ -177,6 +324,18 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
   if (it != pool.end()) {
     block = *it;
     pool.erase(it);
+  } else if (g_expandable) {
+    const int64_t limit = std::min(capacity, allowed);
+    block = expandable_block(d, *owner, small, size, limit);
+    if (block == nullptr && !capture.has_value()) {
+      release_cached(d);
+      d.num_alloc_retries += 1;
+      block = expandable_block(d, *owner, small, size, limit);
+    }
+    if (block == nullptr) {
+      d.num_ooms += 1;
+      return nullptr;
+    }
   } else {
     const int64_t alloc_size = allocation_size(size);
     auto fits = [&] { return d.total_reserved + alloc_size <= std::min(capacity, allowed); };
@@ -199,11 +358,12 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
     change(d, kReservedBytes, small, alloc_size);
   }
   const int64_t remaining = block->size - size;
-  const bool split = small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  const bool split = small || g_expandable ? remaining >= kMinBlockSize : remaining > kSmallSize;
   const bool already_split = block->is_split();
   if (split) {
     Block* rest = block;
     block = new Block{rest->addr, size, 0, small, false, owner};
+    block->expandable = rest->expandable;
     block->prev = rest->prev;
     if (block->prev) block->prev->next = block;
     block->next = rest;
@@ -339,6 +499,7 @@ std::vector<ModelSegment> model_segments(c10::DeviceIndex index) {
     seg.address = h->addr;
     seg.small = h->small;
     for (const Block* b = h; b != nullptr; b = b->next) {
+      if (!b->mapped) continue;  // an expandable segment's unmapped range
       seg.blocks.push_back({b->addr, b->size, b->requested, b->allocated});
       seg.total_size += b->size;
       if (b->allocated) {

@@ -157,6 +157,17 @@ def configure(core: Any, profile: Any, host_total: int) -> None:
         core.set_model_active(True)
         if profile.device == "cuda":
             core.set_blas_workspace(*blas_workspace_sizes(profile.get("major"), profile.get("minor"), os.environ))
+        core.set_model_expandable(expandable_segments(os.environ))
+
+
+def expandable_segments(env: Mapping[str, str]) -> bool:
+    """PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF, PYTORCH_NPU_ALLOC_CONF) asks for expandable_segments:True."""
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NPU_ALLOC_CONF"):
+        for option in env.get(name, "").split(","):
+            key, _, value = option.partition(":")
+            if key.strip() == "expandable_segments":
+                return value.strip() in ("True", "true", "1")
+    return False
 
 
 def _check_env(value: str | None) -> bool | None:
