@@ -13,8 +13,8 @@
 //    a functional operator runs once so its outputs exist with their shapes, in memory only the
 //    graph uses; their contents are defined after a replay.
 //  * the graph's memory (every tensor a recorded call holds) is not given back until reset() or
-//    the graph's end; it counts in memory_allocated()/memory_reserved() meanwhile (held tensors,
-//    not freed blocks of a private pool as on CUDA: see cudashim/emulated/graphs.py).
+//    the graph's end. Without a device profile it counts in memory_allocated() meanwhile; under one
+//    the allocator model counts it as CUDA does (see "memory" below).
 //  * capture belongs to a stream, as CUDA's stream capture does: a call is recorded when the calling
 //    thread's current stream is the capture's (or a stream that joined it by waiting on it, through an
 //    event or wait_stream). Another thread's work on its own stream runs, unrecorded; the autograd

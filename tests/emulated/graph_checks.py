@@ -251,6 +251,18 @@ def item_in_capture_raises() -> None:
     assert _CAPTURE_ERROR in msg, msg
 
 
+def _failed_capture_ran_nothing(g: torch.cuda.CUDAGraph, x: torch.Tensor, value: float) -> None:
+    """After a failed capture: the work it recorded on x never ran, and the graph does not replay."""
+    torch.cuda.synchronize()
+    assert x.tolist() == [value] * x.numel(), f"the failed capture ran its work: {x.tolist()}"
+    try:
+        g.replay()
+    except RuntimeError as e:
+        assert "without a preceding successful capture" in str(e), _chain(e)
+    else:
+        raise AssertionError("the failed capture replayed")
+
+
 def _refused_then_invalidated(body: Callable[[], None], refusal: str) -> None:
     """body() is refused inside a capture with `refusal` (cudaErrorStreamCaptureUnsupported and kin, as
     torch.AcceleratorError "CUDA error: ..."), and the capture is invalidated: leaving torch.cuda.graph
@@ -268,14 +280,7 @@ def _refused_then_invalidated(body: Callable[[], None], refusal: str) -> None:
         assert isinstance(inner, accel) and f"CUDA error: {refusal}" in str(inner), _chain(e)
     else:
         raise AssertionError("the capture went through")
-    torch.cuda.synchronize()
-    assert x.tolist() == [1.0] * 3, f"the failed capture ran its work: {x.tolist()}"
-    try:
-        g.replay()
-    except RuntimeError as e:
-        assert "without a preceding successful capture" in str(e), _chain(e)
-    else:
-        raise AssertionError("the invalidated capture replayed")
+    _failed_capture_ran_nothing(g, x, 1.0)
 
 
 @check
@@ -329,14 +334,7 @@ def unjoined_side_stream_fails_the_capture() -> None:
     else:
         raise AssertionError("a capture with unjoined work on a side stream went through")
     del y
-    torch.cuda.synchronize()
-    assert x.tolist() == [1.0] * 4, f"the side stream's captured work ran: {x.tolist()}"
-    try:
-        g.replay()
-    except RuntimeError as e:
-        assert "without a preceding successful capture" in str(e), _chain(e)
-    else:
-        raise AssertionError("the failed capture replayed")
+    _failed_capture_ran_nothing(g, x, 1.0)
     with torch.cuda.stream(side):  # the failed capture took the side stream out of capture
         x.add_(1)
     side.synchronize()
