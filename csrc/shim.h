@@ -131,6 +131,7 @@ bool model_detach(c10::StorageImpl* storage);
 // process; one through cuBLASLt also `cublaslt` bytes (0: Lt shares cuBLAS's). Only under the model.
 void set_blas_workspace(int64_t cublas, int64_t cublaslt);
 void blas_call(bool lt);
+void clear_blas_workspaces();  // torch._C._cuda_clearCublasWorkspaces: they go back to the allocator
 // blas.cpp: for a call on the stack (its arguments), -1: no cuBLAS on a GPU; 0: cuBLAS; 1: cuBLASLt too
 int blas_kind(const c10::OperatorHandle& op, const std::vector<c10::IValue>& stack);
 

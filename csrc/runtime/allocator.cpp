@@ -20,14 +20,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <iterator>
+#include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <tuple>
 #include <unordered_set>
@@ -672,7 +672,8 @@ namespace {
 std::mutex g_blas_mutex;
 std::vector<int> g_idle_handles[kMaxDevices];
 int g_handles[kMaxDevices] = {};
-std::set<std::tuple<int, int, c10::StreamId>> g_workspaces[2];  // (device, handle, stream): [0] cuBLAS, [1] cuBLASLt
+// (device, handle, stream) -> the workspace's model block: [0] cuBLAS, [1] cuBLASLt
+std::map<std::tuple<int, int, c10::StreamId>, void*> g_workspaces[2];
 std::atomic<int64_t> g_workspace_size[2] = {{0}, {0}};
 
 struct HandleWindow {
@@ -687,13 +688,16 @@ struct HandleWindow {
 };
 thread_local HandleWindow t_handles;
 
-void workspace_block(c10::DeviceIndex index, int64_t n) {  // held for the process, as PyTorch's map holds it
+// held until clear_blas_workspaces(), as PyTorch's map holds it
+void* workspace_block(c10::DeviceIndex index, int64_t n) {
   graph_release_dead();
-  if (model_malloc(index, static_cast<size_t>(n), g_capacity[index].load(), allowed_bytes(index)) == nullptr) {
+  void* block = model_malloc(index, static_cast<size_t>(n), g_capacity[index].load(), allowed_bytes(index));
+  if (block == nullptr) {
     const ModelStats m = model_stats(index);
     g_ooms[index].fetch_add(1);
     raise_oom(index, model_allocation_size(static_cast<size_t>(n)), m.stat[4 * 3].current, m.stat[5 * 3].current);
   }
+  return block;
 }
 }  // namespace
 
@@ -719,12 +723,27 @@ void blas_call(bool lt) {
       }
     }
     handle = t_handles.handle[d];
-    need[0] = g_workspaces[0].insert({d, handle, s}).second;
-    need[1] = lt && g_workspace_size[1].load() > 0 && g_workspaces[1].insert({d, handle, s}).second;
+    need[0] = g_workspaces[0].count({d, handle, s}) == 0;
+    need[1] = lt && g_workspace_size[1].load() > 0 && g_workspaces[1].count({d, handle, s}) == 0;
   }
   // getCurrentCUDABlasHandle sets the handle's workspace first; cuBLASLt's follows
-  if (need[0]) workspace_block(d, g_workspace_size[0].load());
-  if (need[1]) workspace_block(d, g_workspace_size[1].load());
+  for (int k : {0, 1}) {
+    if (!need[k]) continue;
+    void* block = workspace_block(d, g_workspace_size[k].load());
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    if (!g_workspaces[k].emplace(std::make_tuple(static_cast<int>(d), handle, s), block).second) model_free(d, block);
+  }
+}
+
+void clear_blas_workspaces() {  // at::cuda::clearCublasWorkspaces: every workspace goes back to the allocator
+  std::map<std::tuple<int, int, c10::StreamId>, void*> held[2];
+  {
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    for (int k : {0, 1}) held[k].swap(g_workspaces[k]);
+  }
+  for (const auto& ws : held) {
+    for (const auto& [key, block] : ws) model_free(static_cast<c10::DeviceIndex>(std::get<0>(key)), block);
+  }
 }
 
 }  // namespace cudashim

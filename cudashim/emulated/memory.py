@@ -266,6 +266,7 @@ def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable
                      ("_cuda_memorySnapshot", memory_snapshot),
                      ("_cuda_record_memory_history", record_memory_history),
                      ("_cuda_hostMemoryStats", core.host_stats),
-                     ("_host_emptyCache", core.empty_host_cache)):
+                     ("_host_emptyCache", core.empty_host_cache),
+                     ("_cuda_clearCublasWorkspaces", core.clear_blas_workspaces)):
         if not hasattr(torch._C, name):  # a CUDA build has them; never shadow the real ones
             bindings.bind(torch._C, name, fn, f"torch._C.{name}", "emulated")

@@ -280,3 +280,7 @@ def cublas_workspace_on_first_matmul_per_stream() -> None:
     assert torch.cuda.memory_allocated() - base == 4 * 16384 + 512 + 2 * ws + MiB, torch.cuda.memory_allocated() - base
     outs.append(torch.addmm(bias, a, a))
     assert torch.cuda.memory_allocated() - base == 5 * 16384 + 512 + 2 * ws + MiB, torch.cuda.memory_allocated() - base
+    torch._C._cuda_clearCublasWorkspaces()  # at::cuda::clearCublasWorkspaces: every one goes back
+    assert torch.cuda.memory_allocated() - base == 5 * 16384 + 512, torch.cuda.memory_allocated() - base
+    outs.append(a @ a)  # and the next product takes one again
+    assert torch.cuda.memory_allocated() - base == 6 * 16384 + 512 + ws, torch.cuda.memory_allocated() - base
