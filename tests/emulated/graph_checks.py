@@ -30,6 +30,16 @@ def _chain(e: BaseException) -> str:
     return " <- ".join(parts)
 
 
+def _replay_refused(g: torch.cuda.CUDAGraph, what: str) -> None:
+    """g holds no captured graph: replay() raises CUDA's error."""
+    try:
+        g.replay()
+    except RuntimeError as e:
+        assert "without a preceding successful capture" in str(e), _chain(e)
+    else:
+        raise AssertionError(what)
+
+
 def _capture_fails(body: Callable[[], None]) -> str:
     g = torch.cuda.CUDAGraph()
     try:
@@ -198,12 +208,7 @@ def replay_after_reset_raises() -> None:
         x.add_(1)
     g.replay()
     g.reset()
-    try:
-        g.replay()
-    except RuntimeError as e:
-        assert "without a preceding successful capture" in str(e), _chain(e)
-    else:
-        raise AssertionError("replay after reset() ran")
+    _replay_refused(g, "replay after reset() ran")
     assert x.tolist() == [2.0, 2.0]
 
 
@@ -255,12 +260,7 @@ def _failed_capture_ran_nothing(g: torch.cuda.CUDAGraph, x: torch.Tensor, value:
     """After a failed capture: the work it recorded on x never ran, and the graph does not replay."""
     torch.cuda.synchronize()
     assert x.tolist() == [value] * x.numel(), f"the failed capture ran its work: {x.tolist()}"
-    try:
-        g.replay()
-    except RuntimeError as e:
-        assert "without a preceding successful capture" in str(e), _chain(e)
-    else:
-        raise AssertionError("the failed capture replayed")
+    _replay_refused(g, "the failed capture replayed")
 
 
 def _refused_then_invalidated(body: Callable[[], None], refusal: str) -> None:
