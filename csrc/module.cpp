@@ -232,6 +232,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("empty_host_cache", &empty_host_cache);
   m.def("set_model_active", &set_model_active);
   m.def("model_active", &model_active);
+  m.def("set_blas_workspace", &set_blas_workspace);
+  m.def("clear_blas_workspaces", &clear_blas_workspaces);
+  m.def("set_model_expandable", &set_model_expandable);
   m.def("model_stats", [](int i) { return model_stats_dict(static_cast<c10::DeviceIndex>(i)); });
   m.def("model_segments", [](int i) { return model_segments_list(static_cast<c10::DeviceIndex>(i)); });
   m.def("model_reset_accumulated", [](int i) { model_reset_accumulated(check_index(static_cast<c10::DeviceIndex>(i))); });

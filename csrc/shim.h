@@ -16,6 +16,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -107,6 +108,7 @@ struct ModelSegment {
 };
 bool model_active();
 void set_model_active(bool on);
+void set_model_expandable(bool on);  // PYTORCH_CUDA_ALLOC_CONF's expandable_segments
 // a block for a request of n bytes, or nullptr when neither the cache nor min(capacity, allowed) has room
 void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t allowed);
 void model_free(c10::DeviceIndex index, void* block);
@@ -117,6 +119,19 @@ ModelStats model_stats(c10::DeviceIndex index);
 void model_reset_peak(c10::DeviceIndex index);
 void model_reset_accumulated(c10::DeviceIndex index);
 std::vector<ModelSegment> model_segments(c10::DeviceIndex index);
+// CUDA graphs' private pools (beginAllocateToPool / releasePool), begun and released by pools.cpp with
+// its own pools: a request is served from the pool mempool_here() names; the pool's whole free
+// segments go back once it has no user
+void model_pool_begin(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id);
+void model_pool_release(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id);
+// allocator.cpp: cuBLAS's workspaces, as PyTorch takes them from the caching allocator on a GPU: the
+// first BLAS call of a thread's cuBLAS handle on a stream allocates `cublas` bytes, kept for the
+// process; one through cuBLASLt also `cublaslt` bytes (0: Lt shares cuBLAS's). Only under the model.
+void set_blas_workspace(int64_t cublas, int64_t cublaslt);
+void blas_call(bool lt);
+void clear_blas_workspaces();  // torch._C._cuda_clearCublasWorkspaces: they go back to the allocator
+// blas.cpp: for a call on the stack (its arguments), -1: no cuBLAS on a GPU; 0: cuBLAS; 1: cuBLASLt too
+int blas_kind(const c10::OperatorHandle& op, const std::vector<c10::IValue>& stack);
 
 // views.cpp: the same memory seen from the other side
 at::Tensor cpu_view(const at::Tensor& t, bool keep_alive = true);
@@ -195,6 +210,12 @@ bool capture_open();      // any capture is open, on any stream and thread
 // while a "global" capture is open. Else nothing.
 void capture_refuse(const char* what);
 void capture_refuse_device(const char* what);  // the device synchronizes: refused while any capture is open
+// the same for a stream's synchronize()/query() (the stream's own capture, else the mode's rule) and
+// an event's, `capture` being the capture it was recorded in (capture_of_stream at record, 0: none)
+void capture_refuse_stream(c10::DeviceIndex device, c10::StreamId stream, const char* what);
+void capture_refuse_event(uint64_t capture, const char* what);
+uint64_t capture_of_stream(c10::DeviceIndex device, c10::StreamId stream);  // the capture recording it, 0: none
+bool graph_replaying();  // a graph replays on this thread (CUDA's replay allocates nothing)
 // a stream waits on work of another (an event, wait_stream): a capture on `from` extends to `to`
 void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to);
 // a platform's words for capture refusals, "{what}" standing for the call (empty: CUDA's)
@@ -206,7 +227,8 @@ at::Tensor capture_call(const char* name, std::vector<c10::IValue> args);
 bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocking);  // true: run it now too
 at::Tensor capture_note(at::Tensor t);  // memory allocated while a capture is open is the graph's
 void register_generator(const at::Generator& g);
-// the private pool of the capture recording the calling thread's current stream, if any
+// the private pool of the capture recording the calling thread's current stream, if any (none while a
+// graph replays)
 std::optional<c10::MempoolId_t> capture_pool_here(c10::DeviceIndex device);
 
 // pools.cpp: private memory pools (CUDA graph pools): allocations go to a pool while a capture into it
@@ -214,6 +236,8 @@ std::optional<c10::MempoolId_t> capture_pool_here(c10::DeviceIndex device);
 // is kept (reserved, not allocated), never handed to another allocation; the pool's last user
 // (retain/release: graphs, begun threads) gives its kept blocks back
 int64_t mempool_take(c10::DeviceIndex device, void* data, void* ctx, bool adopted);  // the pool's tag, or 0
+// the pool the calling thread allocates to now (a begun thread's, else its capture's), if any
+std::optional<c10::MempoolId_t> mempool_here(c10::DeviceIndex device);
 bool mempool_owner_gone(int64_t tag, void* data);  // true: the pool keeps the block (uncounted)
 void mempool_retain(c10::DeviceIndex device, c10::MempoolId_t id);
 void mempool_release(c10::DeviceIndex device, c10::MempoolId_t id);

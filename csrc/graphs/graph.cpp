@@ -12,18 +12,30 @@
 //    out=, copy_) is recorded and not run, unless it writes only memory allocated during the capture;
 //    a functional operator runs once so its outputs exist with their shapes, in memory only the
 //    graph uses; their contents are defined after a replay.
-//  * the graph's memory (every tensor a recorded call holds) is not given back until reset() or
-//    the graph's end; it counts in memory_allocated()/memory_reserved() meanwhile (held tensors,
-//    not freed blocks of a private pool as on CUDA: see cudashim/emulated/graphs.py).
+//  * the graph's memory is not given back until reset() or the graph's end (see "memory" below).
 //  * capture belongs to a stream, as CUDA's stream capture does: a call is recorded when the calling
 //    thread's current stream is the capture's (or a stream that joined it by waiting on it, through an
 //    event or wait_stream). Another thread's work on its own stream runs, unrecorded; the autograd
 //    engine's device thread works on the stream of the forward it differentiates, so a backward taken
 //    inside a capture is recorded.
-//  * a synchronizing call (.item(), nonzero, a blocking or pageable host copy) raises CUDA's
-//    capture error and invalidates the capture; capture_end then fails as cudaStreamEndCapture does.
-//    Where, per capture_error_mode (cudaStreamCaptureMode): on a capturing stream always; on the
-//    capturing thread unless "relaxed"; on any other thread only while a "global" capture is open.
+//  * a synchronizing call (.item(), nonzero, a blocking or pageable host copy, a stream's or an event's
+//    synchronize() or query()) raises CUDA's capture error and invalidates the capture; capture_end then
+//    fails as cudaStreamEndCapture does. Where, per capture_error_mode (cudaStreamCaptureMode): on a
+//    capturing stream, or an event last recorded on one, always; on the capturing thread unless
+//    "relaxed"; on any other thread only while a "global" capture is open. The device's
+//    synchronize() is refused while any capture is open.
+//  * every stream that joined a capture must be joined back: capture_end fails with CUDA's "capturing
+//    stream has unjoined work" when the capture's stream has not waited (directly or through other
+//    streams) on the last call recorded on each of them. The failed capture takes every stream out of
+//    capture, as cudaStreamEndCapture does.
+//  * memory: a capture allocates to the graph's private pool (pools.cpp), and under a device profile
+//    the allocator model (cache_model.cpp) serves it from the same pool, begun and released at the
+//    same points. As a call is recorded its tensors over the pool's memory get storages of the
+//    graph's own that do not own it (detach_from_pool_memory): when the program drops its last
+//    reference, during the capture or after it, the pool keeps the block for the replays, and it
+//    leaves memory_allocated() (the model's block goes back to the model's pool), as CUDA's
+//    allocator does. A replay's transient buffers are no pool's and are not counted in the model
+//    (CUDA's replay allocates nothing).
 //  * an operator's own error (a shape check) raised inside a capture leaves the capture valid: the
 //    operator launched nothing, so capture_end succeeds and the program sees that error itself.
 //  * random operators: the device's default generators are graph-safe (registered at
@@ -34,8 +46,10 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <ATen/core/GraphImplInterface.h>
@@ -68,6 +82,8 @@ std::vector<CaptureStream> g_streams;
 std::vector<Graph*> g_captures;
 std::atomic<int> g_open{0};
 thread_local int t_running = 0;         // >0: a recorded call runs now (its nested calls are not recorded)
+thread_local int t_replaying = 0;       // >0: a graph replays on this thread
+std::atomic<uint64_t> g_next_capture{1};
 
 // the capture recording the calling thread's current stream, or nullptr
 Graph* capture_here() {
@@ -137,26 +153,23 @@ std::string words(const std::string& form, const std::string& what) {
   return out;
 }
 
-[[noreturn]] void capture_error(const std::string& what) {
+[[noreturn]] void capture_error(const std::string& what, int code = 900) {
   {
     std::lock_guard<std::mutex> lock(g_words_mutex);
     if (!g_refused_words.empty()) throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, words(g_refused_words, what));
   }
-  // cudaErrorStreamCaptureUnsupported, as PyTorch surfaces it (torch.AcceleratorError)
-  throw c10::AcceleratorError(
-      {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 900,
-      "CUDA error: operation not permitted when stream is capturing\n(" + what +
-          " is not allowed while a CUDA graph is being captured on the emulated device)");
+  // cudaErrorStreamCaptureUnsupported (or cudaErrorCapturedEvent), as PyTorch surfaces it (torch.AcceleratorError)
+  const char* text = code == 907 ? "operation not permitted on an event last recorded in a capturing stream"
+                                 : "operation not permitted when stream is capturing";
+  throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, code,
+                              std::string("CUDA error: ") + text + "\n(" + what +
+                                  " is not allowed while a CUDA graph is being captured on the emulated device)");
 }
 
 class Graph final : public at::GraphImplInterface {
  public:
   explicit Graph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
-  ~Graph() override {
-    close();
-    nodes_.clear();
-    let_go_of_pool();
-  }
+  ~Graph() override { reset(); }
 
   void capture_begin(at::MempoolId_t pool, at::GraphCaptureMode mode) override {
     TORCH_CHECK(!has_capture_, "This CUDAGraph instance already owns a captured graph. To capture a new graph, "
@@ -179,32 +192,50 @@ class Graph final : public at::GraphImplInterface {
       pool_ = (pool.first != 0 || pool.second != 0) ? pool : at::MempoolId_t{g_next_uid.fetch_add(1), 0};
       nodes_.clear();
       owned_.clear();
+      own_tensors_.clear();
+      own_storages_.clear();
       invalidated_.clear();
+      origin_ = stream;
+      work_.clear();
+      seen_.clear();
+      uid_ = g_next_capture.fetch_add(1);
       g_streams.push_back({device, stream, this});
       g_captures.push_back(this);
       open_ = true;
       g_open.fetch_add(1);
     }
-    mempool_retain(device, pool_);  // the capture allocates to the pool; the graph uses it until reset()
+    // beginAllocateToPool: the capture allocates to the pool (shared when the id is given), in memory
+    // and in the allocator model alike (pools.cpp); the graph uses it until reset()
+    mempool_retain(device, pool_);
     retained_ = true;
   }
 
   void capture_end() override {
     TORCH_CHECK(open_, "Called CUDAGraph::capture_end without a preceding capture_begin");
+    const std::string unjoined = unjoined_stream();
     close();
-    detach_from_pool_memory();
     owned_.clear();
-    if (!invalidated_.empty()) {
+    own_tensors_.clear();
+    own_storages_.clear();
+    if (!invalidated_.empty() || !unjoined.empty()) {
+      // the failed capture's graph still uses its pool until reset(): the pool keeps what it allocated
       nodes_.clear();
-      {
-        std::lock_guard<std::mutex> lock(g_words_mutex);
-        if (!g_invalidated_words.empty()) {
-          throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, words(g_invalidated_words, invalidated_));
+      if (!invalidated_.empty()) {
+        {
+          std::lock_guard<std::mutex> lock(g_words_mutex);
+          if (!g_invalidated_words.empty()) {
+            throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, words(g_invalidated_words, invalidated_));
+          }
         }
+        throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 901,
+                                    "CUDA error: operation failed due to a previous error during capture (" +
+                                        invalidated_ + ")");
       }
-      throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 901,
-                                  "CUDA error: operation failed due to a previous error during capture (" +
-                                      invalidated_ + ")");
+      // cudaErrorStreamCaptureUnjoined
+      throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 904,
+                                  "CUDA error: capturing stream has unjoined work (" + unjoined +
+                                      " did work the capture's stream never waited for: join it back with "
+                                      "wait_stream before the capture ends)");
     }
     has_capture_ = true;
     if (!keep_graph_) instantiate();
@@ -220,8 +251,12 @@ class Graph final : public at::GraphImplInterface {
     if (!has_exec_) instantiate();
     const c10::DispatchKeySet keys(kKey);
     ++t_running;
+    ++t_replaying;
     struct Done {
-      ~Done() { --t_running; }
+      ~Done() {
+        --t_running;
+        --t_replaying;
+      }
     } done;
     torch::jit::Stack stack;
     for (const Node& node : nodes_) {
@@ -241,8 +276,10 @@ class Graph final : public at::GraphImplInterface {
   void reset() override {
     close();
     nodes_.clear();
+    own_tensors_.clear();
+    own_storages_.clear();
     has_capture_ = has_exec_ = false;
-    let_go_of_pool();
+    let_go_of_pool();  // releasePool
   }
 
   at::MempoolId_t pool() const override { return pool_; }
@@ -257,7 +294,30 @@ class Graph final : public at::GraphImplInterface {
   c10::DeviceIndex device() const { return device_; }
   at::GraphCaptureMode mode() const { return mode_; }
   std::thread::id thread() const { return thread_; }
-  void record(Node node) { nodes_.push_back(std::move(node)); }
+  uint64_t uid() const { return uid_; }
+  // a call recorded from `stream`, one of the capture's (under g_capture_mutex: joins read it)
+  void record(Node node, c10::StreamId stream) {
+    detach_from_pool_memory(node);
+    nodes_.push_back(std::move(node));
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    const uint64_t n = ++work_[stream];
+    seen_[stream][stream] = n;
+  }
+  // `to` waits on `from` (both the capture's): it has seen all `from` had seen (under g_capture_mutex)
+  void join(c10::StreamId from, c10::StreamId to) {
+    if (seen_.count(from) == 0) return;
+    auto& dst = seen_[to];
+    for (const auto& [s, n] : seen_[from]) dst[s] = std::max(dst[s], n);
+  }
+  // the first stream whose last recorded call the capture's stream never waited for, or ""
+  std::string unjoined_stream() {
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    auto& origin = seen_[origin_];
+    for (const auto& [s, n] : work_) {
+      if (s != origin_ && origin[s] < n) return "stream " + std::to_string(s);
+    }
+    return "";
+  }
   void own(const at::Tensor& t) {
     if (t.defined() && t.device().type() == kType) owned_.insert(t.storage().data());
   }
@@ -286,29 +346,30 @@ class Graph final : public at::GraphImplInterface {
     mempool_release(device_, pool_);
   }
 
-  // The recorded calls' tensors over the memory of the graph's pool (allocated during the capture, or
+  // A recorded call's tensors over the memory of the graph's pool (allocated during the capture, or
   // before it into the same pool: Inductor's CUDA graph trees copy inputs there) get storages of the
   // graph's own, which do not own that memory (the pool keeps it while the graph uses the pool): the
   // program's tensors over it can be freed, or their storages invalidated (the trees do both), and
-  // replay still reads and writes the memory, as CUDA's graph does its addresses.
-  void detach_from_pool_memory() {
-    std::unordered_map<const c10::StorageImpl*, c10::Storage> storages;
-    std::unordered_map<const c10::TensorImpl*, at::Tensor> tensors;
+  // replay still reads and writes the memory, as CUDA's graph does its addresses. Done as the call is
+  // recorded, so a block the program drops during the capture leaves memory_allocated() at once (and
+  // goes back to the allocator model's pool, which serves the capture's later requests), as on CUDA.
+  void detach_from_pool_memory(Node& node) {
     auto detach = [&](const at::Tensor& t) -> at::Tensor {
       if (!t.defined() || t.device().type() != kType || !t.has_storage()) return t;
       const c10::Storage& s = t.storage();
       if (!mempool_holds(device_, pool_, s.data())) return t;  // not the pool's: the graph keeps its owner
-      auto seen = tensors.find(t.unsafeGetTensorImpl());
-      if (seen != tensors.end()) return seen->second;
-      auto it = storages.find(s.unsafeGetStorageImpl());
-      if (it == storages.end()) {
+      auto seen = own_tensors_.find(t.unsafeGetTensorImpl());
+      if (seen != own_tensors_.end()) return seen->second.second;
+      auto it = own_storages_.find(s.unsafeGetStorageImpl());
+      if (it == own_storages_.end()) {
         c10::Storage own(c10::Storage::use_byte_size_t(), s.nbytes(),
                          c10::DataPtr(const_cast<void*>(s.data()), t.device()), nullptr, false);
-        it = storages.emplace(s.unsafeGetStorageImpl(), std::move(own)).first;
+        it = own_storages_.emplace(s.unsafeGetStorageImpl(), std::make_pair(s.getWeakStorageImpl(), std::move(own)))
+                 .first;
       }
-      at::Tensor d = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(it->second), t.key_set(), t.dtype());
+      at::Tensor d = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(it->second.second), t.key_set(), t.dtype());
       d.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-      tensors.emplace(t.unsafeGetTensorImpl(), d);
+      own_tensors_.emplace(t.unsafeGetTensorImpl(), std::make_pair(WeakTensor(t.getIntrusivePtr()), d));
       return d;
     };
     auto detach_value = [&](c10::IValue& v) {
@@ -325,10 +386,8 @@ class Graph final : public at::GraphImplInterface {
         }
       }
     };
-    for (Node& n : nodes_) {
-      for (c10::IValue& v : n.args) detach_value(v);
-      for (c10::IValue& v : n.outs) detach_value(v);
-    }
+    for (c10::IValue& v : node.args) detach_value(v);
+    for (c10::IValue& v : node.outs) detach_value(v);
   }
 
   bool keep_graph_;
@@ -339,8 +398,19 @@ class Graph final : public at::GraphImplInterface {
   std::thread::id thread_;
   c10::DeviceIndex device_ = 0;
   at::MempoolId_t pool_{0, 0};
+  uint64_t uid_ = 0;  // this capture's id (an event recorded during it is a captured event)
+  c10::StreamId origin_ = 0;
+  std::map<c10::StreamId, uint64_t> work_;                           // calls recorded per stream
+  std::map<c10::StreamId, std::map<c10::StreamId, uint64_t>> seen_;  // per stream: what it waited for
   std::vector<Node> nodes_;
   std::unordered_set<const void*> owned_;  // memory allocated during the capture (contents undefined to the program)
+  // during the capture, the graph's own tensor and storage for each of the program's over the pool, so
+  // a tensor several calls use stays one tensor in the graph; the weak references keep the program's
+  // TensorImpl and StorageImpl addresses from being reused meanwhile (they free nothing else)
+  using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  std::unordered_map<const c10::TensorImpl*, std::pair<WeakTensor, at::Tensor>> own_tensors_;
+  std::unordered_map<const c10::StorageImpl*, std::pair<c10::weak_intrusive_ptr<c10::StorageImpl>, c10::Storage>>
+      own_storages_;
   std::string invalidated_;
 };
 
@@ -358,11 +428,14 @@ void check_generator(const c10::IValue& v, c10::DeviceIndex device) {
 }  // namespace
 
 bool capturing() { return t_running == 0 && capture_here() != nullptr; }
+bool graph_replaying() { return t_replaying != 0; }
+
 bool capture_underway() { return capture_here() != nullptr; }
 bool capture_open() { return g_open.load() != 0; }
 
 std::optional<c10::MempoolId_t> capture_pool_here(c10::DeviceIndex device) {
-  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return std::nullopt;
+  // a replay's calls are no capture's, even inside one (CUDA's replay allocates nothing)
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0) || t_replaying != 0) return std::nullopt;
   const c10::StreamId s = current_stream_id(device);
   std::lock_guard<std::mutex> lock(g_capture_mutex);
   for (const CaptureStream& c : g_streams) {
@@ -371,29 +444,73 @@ std::optional<c10::MempoolId_t> capture_pool_here(c10::DeviceIndex device) {
   return std::nullopt;
 }
 
-void capture_refuse(const char* what) {
-  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
-  const c10::DeviceIndex d = current_device();
-  const c10::StreamId s = current_stream_id(d);
+namespace {
+// Refuse a call that may synchronize, as CUDA does under capture (see the header): `direct` is the
+// capture the call touches itself (its stream or event), else the calling thread's mode decides.
+// Under g_capture_mutex; returns the capture invalidated, or nullptr when the call is allowed.
+Graph* refused_by(Graph* direct, std::string& why) {
+  if (direct != nullptr) return direct;
   const auto me = std::this_thread::get_id();
+  for (Graph* c : g_captures) {
+    if (c->thread() == me ? c->mode() != at::GraphCaptureMode::Relaxed : c->mode() == at::GraphCaptureMode::Global) {
+      if (c->thread() != me) why += " on another thread, while a capture in \"global\" capture_error_mode is open";
+      return c;
+    }
+  }
+  return nullptr;
+}
+
+Graph* capture_of(c10::DeviceIndex device, c10::StreamId stream) {  // under g_capture_mutex
+  for (const CaptureStream& c : g_streams) {
+    if (c.device == device && c.stream == stream) return c.graph;
+  }
+  return nullptr;
+}
+
+void refuse(c10::DeviceIndex device, c10::StreamId stream, const char* what) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
   std::string why = what;
   {
     std::lock_guard<std::mutex> lock(g_capture_mutex);
-    Graph* g = nullptr;
-    for (const CaptureStream& c : g_streams) {
-      if (c.device == d && c.stream == s) g = c.graph;
-    }
-    for (Graph* c : g_captures) {
-      if (g != nullptr) break;
-      if (c->thread() == me ? c->mode() != at::GraphCaptureMode::Relaxed : c->mode() == at::GraphCaptureMode::Global) {
-        g = c;
-        if (c->thread() != me) why += " on another thread, while a capture in \"global\" capture_error_mode is open";
-      }
-    }
+    Graph* g = refused_by(capture_of(device, stream), why);
     if (g == nullptr) return;
     g->invalidate(why);
   }
   capture_error(why);
+}
+}  // namespace
+
+void capture_refuse(const char* what) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
+  const c10::DeviceIndex d = current_device();
+  refuse(d, current_stream_id(d), what);
+}
+
+void capture_refuse_stream(c10::DeviceIndex device, c10::StreamId stream, const char* what) {
+  refuse(device, stream, what);
+}
+
+uint64_t capture_of_stream(c10::DeviceIndex device, c10::StreamId stream) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return 0;
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  Graph* g = capture_of(device, stream);
+  return g == nullptr ? 0 : g->uid();
+}
+
+void capture_refuse_event(uint64_t capture, const char* what) {
+  if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
+  std::string why = what;
+  Graph* direct = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_capture_mutex);
+    for (Graph* c : g_captures) {
+      if (capture != 0 && c->uid() == capture) direct = c;
+    }
+    Graph* g = refused_by(direct, why);
+    if (g == nullptr) return;
+    g->invalidate(why);
+  }
+  capture_error(why, direct != nullptr ? 907 : 900);  // cudaErrorCapturedEvent for a captured event
 }
 
 void capture_refuse_device(const char* what) {
@@ -411,14 +528,16 @@ void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to)
   std::string why;
   {
     std::lock_guard<std::mutex> lock(g_capture_mutex);
-    Graph* g = nullptr;
-    for (const CaptureStream& c : g_streams) {
-      if (c.device == device && c.stream == to) return;  // already capturing
-      if (c.device == device && c.stream == from) g = c.graph;
-    }
+    Graph* g = capture_of(device, from);
     if (g == nullptr) return;
+    Graph* joined = capture_of(device, to);
+    if (joined != nullptr) {  // already capturing: it has now seen what `from` had done
+      if (joined == g) g->join(from, to);
+      return;
+    }
     if (to != 0) {
       g_streams.push_back({device, to, g});
+      g->join(from, to);
       return;
     }
     // CUDA's default stream is the legacy stream, which no capture may take in: the whole-network
@@ -432,6 +551,7 @@ void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to)
 bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Graph* g = capture_here();
   if (g == nullptr) return false;  // the capture ended meanwhile: the call runs
+  const c10::StreamId stream = current_stream_id(current_device());
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
   const size_t base = stack->size() - n;
@@ -464,7 +584,7 @@ bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (!own) {
       stack->erase(stack->begin() + base, stack->end());
       for (int i : aliased) stack->push_back(node.args[i]);
-      g->record(std::move(node));
+      g->record(std::move(node), stream);
       return true;
     }
   }
@@ -490,7 +610,7 @@ bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } else if (!writes_only) {
     node.outs = std::move(outs);
   }
-  g->record(std::move(node));
+  g->record(std::move(node), stream);
   return true;
 }
 
@@ -507,8 +627,9 @@ bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocki
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
   Graph* g = capture_here();
   if (g == nullptr) return true;  // the capture ended meanwhile: the copy runs
-  g->record(Node{op, {self, src, non_blocking}, {}});
-  return self_dev && g->owns(self);
+  const bool run = self_dev && g->owns(self);
+  g->record(Node{op, {self, src, non_blocking}, {}}, current_stream_id(current_device()));
+  return run;
 }
 
 at::Tensor capture_call(const char* name, std::vector<c10::IValue> args) {

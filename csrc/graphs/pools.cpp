@@ -69,6 +69,7 @@ int64_t retain_locked(c10::DeviceIndex device, c10::MempoolId_t id) {
     g_pools[tag] = MemPool{device, id};
   }
   g_pools.at(it->second).users += 1;
+  if (model_active()) model_pool_begin(device, {id.first, id.second});  // the model's pool has the same users
   return it->second;
 }
 
@@ -89,21 +90,28 @@ void set_counted(Entry& e, bool on) {
 
 }  // namespace
 
+std::optional<c10::MempoolId_t> mempool_here(c10::DeviceIndex device) {
+  if (C10_LIKELY(g_begun.load(std::memory_order_relaxed) == 0 && !capture_open())) return std::nullopt;
+  if (graph_replaying()) return std::nullopt;  // a replay's transient buffers are no pool's
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (auto it = t_begun.rbegin(); it != t_begun.rend(); ++it) {
+      if (it->device != device) continue;
+      auto pool = g_pools.find(it->tag);
+      if (pool != g_pools.end()) return pool->second.id;
+    }
+  }
+  return capture_pool_here(device);
+}
+
 int64_t mempool_take(c10::DeviceIndex device, void* data, void* ctx, bool adopted) {
   if (C10_LIKELY(g_begun.load(std::memory_order_relaxed) == 0 && !capture_open())) return 0;
-  int64_t tag = 0;
-  for (auto it = t_begun.rbegin(); it != t_begun.rend() && tag == 0; ++it) {
-    if (it->device == device) tag = it->tag;
-  }
-  std::optional<c10::MempoolId_t> id;
-  if (tag == 0) id = capture_pool_here(device);
+  const std::optional<c10::MempoolId_t> id = mempool_here(device);
+  if (!id.has_value()) return 0;
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (tag == 0) {
-    if (!id.has_value()) return 0;
-    auto it = g_tags.find({device, *id});
-    if (it == g_tags.end()) return 0;
-    tag = it->second;
-  }
+  auto it = g_tags.find({device, *id});
+  if (it == g_tags.end()) return 0;
+  const int64_t tag = it->second;
   auto pool = g_pools.find(tag);
   if (pool == g_pools.end()) return 0;
   pool->second.blocks[data] = Entry{ctx, adopted, true, true};
@@ -133,6 +141,7 @@ void mempool_release(c10::DeviceIndex device, c10::MempoolId_t id) {
     auto it = g_tags.find({device, id});
     if (it == g_tags.end()) return;
     MemPool& pool = g_pools.at(it->second);
+    if (model_active()) model_pool_release(device, {id.first, id.second});
     if (--pool.users > 0) return;
     for (auto& [p, e] : pool.blocks) {
       if (!e.owned) {

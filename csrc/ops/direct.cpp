@@ -97,10 +97,16 @@ First& first(First& a, Rest&... /*rest*/) {
 template <class Op, class Signature>
 struct Direct;
 
+// the matrix products take the boxed fallback while the allocator model is on: it accounts for
+// cuBLAS's workspaces (blas.cpp)
+template <class Op>
+constexpr bool kBlas = std::is_same_v<Op, at::_ops::mm> || std::is_same_v<Op, at::_ops::bmm> ||
+                       std::is_same_v<Op, at::_ops::addmm>;
+
 template <class Op, class R, class... A>
 struct Direct<Op, R(A...)> {
   static R call(A... args) {
-    if (C10_UNLIKELY(capturing())) return boxed(args...);
+    if (C10_UNLIKELY(capturing() || (kBlas<Op> && model_active()))) return boxed(args...);
     Call c;
     (see(c, args), ...);
     c.settle(false, Op::name);

@@ -256,6 +256,12 @@ void host_composite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (C10_UNLIKELY(npu_coverage_active())) npu_cpu_fallback_check(op);  // the simulated NPU (npu_coverage.cpp)
   if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;  // CUDA graph capture (graph.cpp)
+  if (C10_UNLIKELY(model_active())) {  // a matrix product takes cuBLAS's workspace on a GPU (after its output)
+    const int blas = blas_kind(op, *stack);
+    run(op, stack);
+    if (blas >= 0) blas_call(blas == 1);
+    return;
+  }
   run(op, stack);
 }
 

@@ -20,12 +20,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 #include <unordered_set>
 
 #include <c10/core/CPUAllocator.h>
@@ -283,7 +287,7 @@ Header* take(c10::DeviceIndex pool, int64_t size) {
 void* allocate_block(c10::DeviceIndex pool, size_t n) {
   const int64_t size = round_up(n);
   void* model = nullptr;
-  if (model_active()) {
+  if (model_active() && !graph_replaying()) {  // a replay's transient buffers: CUDA's replay allocates nothing
     model = model_malloc(pool, n, g_capacity[pool].load(), allowed_bytes(pool));
     if (model == nullptr) {
       const ModelStats m = model_stats(pool);
@@ -573,7 +577,7 @@ bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index) {
   }
   const int64_t size = round_up(nbytes);
   void* model = nullptr;
-  if (model_active()) {  // a GPU kernel would have allocated its output from the caching allocator
+  if (model_active() && !graph_replaying()) {  // a GPU kernel would have allocated its output from the caching allocator
     model = model_malloc(index, nbytes, g_capacity[index].load(), allowed_bytes(index));
     if (model == nullptr) {
       const ModelStats m = model_stats(index);
@@ -706,5 +710,84 @@ c10::DataPtr pool_block_owner(void* ctx, bool adopted, c10::DeviceIndex device) 
 }
 
 bool is_device_deleter(c10::DeleterFnPtr d) { return d == &release || d == &release_adopted; }
+
+namespace {
+// cuBLAS handles: each thread takes one per device from a pool and gives it back when it ends, as
+// PyTorch's DeviceThreadHandlePool does; a workspace belongs to a (handle, stream) pair
+std::mutex g_blas_mutex;
+std::vector<int> g_idle_handles[kMaxDevices];
+int g_handles[kMaxDevices] = {};
+// (device, handle, stream) -> the workspace's model block: [0] cuBLAS, [1] cuBLASLt
+std::map<std::tuple<int, int, c10::StreamId>, void*> g_workspaces[2];
+std::atomic<int64_t> g_workspace_size[2] = {{0}, {0}};
+
+struct HandleWindow {
+  int handle[kMaxDevices];
+  HandleWindow() { std::fill(std::begin(handle), std::end(handle), -1); }
+  ~HandleWindow() {
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    for (int d = 0; d < kMaxDevices; ++d) {
+      if (handle[d] >= 0) g_idle_handles[d].push_back(handle[d]);
+    }
+  }
+};
+thread_local HandleWindow t_handles;
+
+// held until clear_blas_workspaces(), as PyTorch's map holds it
+void* workspace_block(c10::DeviceIndex index, int64_t n) {
+  void* block = model_malloc(index, static_cast<size_t>(n), g_capacity[index].load(), allowed_bytes(index));
+  if (block == nullptr) {
+    const ModelStats m = model_stats(index);
+    g_ooms[index].fetch_add(1);
+    raise_oom(index, model_allocation_size(static_cast<size_t>(n)), m.stat[4 * 3].current, m.stat[5 * 3].current);
+  }
+  return block;
+}
+}  // namespace
+
+void set_blas_workspace(int64_t cublas, int64_t cublaslt) {
+  g_workspace_size[0] = cublas;
+  g_workspace_size[1] = cublaslt;
+}
+
+void blas_call(bool lt) {
+  if (!model_active() || graph_replaying() || g_workspace_size[0].load() <= 0) return;
+  const c10::DeviceIndex d = current_device();
+  const c10::StreamId s = current_stream_id(d);
+  int handle = 0;
+  bool need[2] = {false, false};
+  {
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    if (t_handles.handle[d] < 0) {
+      if (g_idle_handles[d].empty()) {
+        t_handles.handle[d] = g_handles[d]++;
+      } else {
+        t_handles.handle[d] = g_idle_handles[d].back();
+        g_idle_handles[d].pop_back();
+      }
+    }
+    handle = t_handles.handle[d];
+    need[0] = g_workspaces[0].count({d, handle, s}) == 0;
+    need[1] = lt && g_workspace_size[1].load() > 0 && g_workspaces[1].count({d, handle, s}) == 0;
+  }
+  // getCurrentCUDABlasHandle sets the handle's workspace first; cuBLASLt's follows
+  for (int k : {0, 1}) {
+    if (!need[k]) continue;
+    void* block = workspace_block(d, g_workspace_size[k].load());
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    if (!g_workspaces[k].emplace(std::make_tuple(static_cast<int>(d), handle, s), block).second) model_free(d, block);
+  }
+}
+
+void clear_blas_workspaces() {  // at::cuda::clearCublasWorkspaces: every workspace goes back to the allocator
+  std::map<std::tuple<int, int, c10::StreamId>, void*> held[2];
+  {
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    for (int k : {0, 1}) held[k].swap(g_workspaces[k]);
+  }
+  for (const auto& ws : held) {
+    for (const auto& [key, block] : ws) model_free(static_cast<c10::DeviceIndex>(std::get<0>(key)), block);
+  }
+}
 
 }  // namespace cudashim

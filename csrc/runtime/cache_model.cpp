@@ -10,12 +10,27 @@
 // room first gives back every unsplit cached segment, then fails as out of memory. The segments are
 // address ranges only: nothing here holds memory.
 //
-// Not modelled: streams (one pool per stream on a GPU: here every stream shares one), CUDA graph
-// private pools, expandable segments, max_split_size_mb and roundup_power2_divisions.
+// CUDA graphs' private pools: a request the device's allocator routes to a private pool (pools.cpp: a
+// stream that a capture records, or a thread begun on the pool) is served from the model's pool of
+// the same id (its own small and large blocks and segments, shared by the graphs given the same pool
+// id), as beginAllocateToPool routes it. A pool lives while it has users (pools.cpp's: graphs, begun
+// threads); once the last one goes its whole free segments go back at the next empty_cache(), and
+// blocks still held by the program keep theirs. Its segments count in memory_reserved() meanwhile.
+//
+// Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): each pool's small and large
+// blocks live in one segment of address space that grows by mapping pages (2 MiB small, 20 MiB
+// large) as a request needs them, starting from the free mapped block just before the unmapped
+// space; every block is split when 512 bytes or more remain; empty_cache() unmaps the whole pages
+// inside free blocks. memory_reserved() is the mapped memory.
+//
+// Not modelled: streams (one pool per stream on a GPU: here every stream shares one),
+// max_split_size_mb and roundup_power2_divisions.
 #include "shim.h"
 
 #include <algorithm>
 #include <array>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_set>
@@ -42,23 +57,46 @@ int64_t allocation_size(int64_t size) {
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 
+struct Block;
+struct BySizeThenAddress {
+  bool operator()(const Block* a, const Block* b) const;
+};
+using FreeBlocks = std::set<Block*, BySizeThenAddress>;
+
+// the free blocks of one pool: [0] large, [1] small
+struct ByAddress {
+  bool operator()(const Block* a, const Block* b) const;
+};
+
+struct Pool {
+  FreeBlocks free[2];
+  std::set<Block*, ByAddress> unmapped[2];  // expandable segments: their unmapped address ranges
+  bool expandable[2] = {false, false};      // its expandable segment exists
+  int use_count = 1;     // graphs using a private pool (beginAllocateToPool .. releasePool)
+  int64_t segments = 0;  // segments it holds
+};
+
 struct Block {
   int64_t addr, size, requested = 0;
   bool small, allocated = false;
+  Pool* pool = nullptr;
   Block* prev = nullptr;
   Block* next = nullptr;
+  bool mapped = true;       // false: an expandable segment's address range with no memory behind it
+  bool expandable = false;  // part of an expandable segment
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
-struct BySizeThenAddress {
-  bool operator()(const Block* a, const Block* b) const {
-    return a->size != b->size ? a->size < b->size : a->addr < b->addr;
-  }
-};
+bool ByAddress::operator()(const Block* a, const Block* b) const { return a->addr < b->addr; }
+
+bool BySizeThenAddress::operator()(const Block* a, const Block* b) const {
+  return a->size != b->size ? a->size < b->size : a->addr < b->addr;
+}
 
 struct Device {
   std::mutex mutex;
-  std::set<Block*, BySizeThenAddress> pools[2];  // [0] large, [1] small: the free blocks
+  Pool pool;                                                       // the default pool
+  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Pool>> private_pools;  // CUDA graphs' pools
   std::unordered_set<Block*> active;
   std::array<ModelStats::Stat, 9 * 3> stat{};  // ModelStats' order
   int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
@@ -67,6 +105,8 @@ struct Device {
 };
 std::array<Device, kMaxDevices> g_devices;
 bool g_active = false;
+bool g_expandable = false;
+constexpr int64_t kExpandableSpace = int64_t{1} << 44;  // an expandable segment's address space
 
 enum { kAllocation, kSegment, kActive, kInactiveSplit, kAllocatedBytes, kReservedBytes, kActiveBytes,
        kInactiveSplitBytes, kRequestedBytes };
@@ -85,27 +125,44 @@ void change(Device& d, int which, bool small, int64_t amount) {
   }
 }
 
-void release_segment(Device& d, std::set<Block*, BySizeThenAddress>& pool, Block* b) {
+void release_segment(Device& d, FreeBlocks& blocks, Block* b) {
   d.total_reserved -= b->size;
   change(d, kSegment, b->small, -1);
   change(d, kReservedBytes, b->small, -b->size);
   d.num_device_free += 1;
-  pool.erase(b);
+  b->pool->segments -= 1;
+  blocks.erase(b);
   delete b;
 }
 
-// every cached segment that is whole (not split) goes back to the device
-void release_cached(Device& d) {
-  for (auto& pool : d.pools) {
-    for (auto it = pool.begin(); it != pool.end();) {
+void unmap_free(Device& d, Pool& p, int small);
+
+void release_whole(Device& d, Pool& pool) {
+  for (auto& blocks : pool.free) {
+    for (auto it = blocks.begin(); it != blocks.end();) {
       Block* b = *it++;
-      if (!b->is_split()) release_segment(d, pool, b);
+      if (!b->is_split() && !b->expandable) release_segment(d, blocks, b);
     }
+  }
+  for (int small : {0, 1}) {
+    if (pool.expandable[small]) unmap_free(d, pool, small);
   }
 }
 
-int64_t merge(Block* dst, Block* src, std::set<Block*, BySizeThenAddress>& pool) {
-  if (src == nullptr || src->allocated) return 0;
+// every cached segment that is whole (not split) goes back to the device: the default pool's, and
+// those of private pools no graph uses any more (a pool left without segments is gone)
+void release_cached(Device& d) {
+  release_whole(d, d.pool);
+  for (auto it = d.private_pools.begin(); it != d.private_pools.end();) {
+    Pool& p = *it->second;
+    if (p.use_count == 0) release_whole(d, p);
+    const bool gone = p.use_count == 0 && p.segments == 0 && !p.expandable[0] && !p.expandable[1];
+    it = gone ? d.private_pools.erase(it) : std::next(it);
+  }
+}
+
+// src, a neighbour of dst, becomes part of dst; returns the bytes it brought
+int64_t absorb(Block* dst, Block* src) {
   if (dst->prev == src) {
     dst->addr = src->addr;
     dst->prev = src->prev;
@@ -116,33 +173,178 @@ int64_t merge(Block* dst, Block* src, std::set<Block*, BySizeThenAddress>& pool)
   }
   const int64_t subsumed = src->size;
   dst->size += subsumed;
-  pool.erase(src);
   delete src;
   return subsumed;
+}
+
+int64_t merge(Block* dst, Block* src, FreeBlocks& pool) {
+  if (src == nullptr || src->allocated || !src->mapped || !dst->mapped) return 0;
+  pool.erase(src);
+  return absorb(dst, src);
+}
+
+// two neighbouring blocks of an expandable segment, both unmapped: one
+void merge_unmapped(Pool& p, int small, Block* dst, Block* src) {
+  if (src == nullptr || src->mapped || src->allocated || dst->mapped) return;
+  p.unmapped[small].erase(src);
+  absorb(dst, src);
+}
+
+int64_t page_of(bool small) { return small ? kSmallBuffer : kLargeBuffer; }
+
+// map the first `size` bytes (whole pages) of unmapped block u; its mapped part merges with free
+// mapped neighbours; returns that free block, or nullptr when the device has no room
+Block* map_front(Device& d, Pool& p, bool small, Block* u, int64_t size, int64_t limit) {
+  const int64_t page = page_of(small);
+  const int64_t n = std::min(u->size, page * ((size + page - 1) / page));
+  if (d.total_reserved + n > limit) return nullptr;
+  p.unmapped[small].erase(u);
+  if (n < u->size) {  // the rest stays unmapped
+    Block* rest = new Block{u->addr + n, u->size - n, 0, small, false, &p};
+    rest->mapped = false;
+    rest->expandable = true;
+    rest->prev = u;
+    rest->next = u->next;
+    if (rest->next) rest->next->prev = rest;
+    u->next = rest;
+    u->size = n;
+    p.unmapped[small].insert(rest);
+  }
+  u->mapped = true;
+  d.total_reserved += n;
+  d.num_device_alloc += 1;
+  change(d, kReservedBytes, small, n);
+  auto& blocks = p.free[small ? 1 : 0];
+  for (Block* candidate : {u->prev, u->next}) merge(u, candidate, blocks);
+  blocks.insert(u);
+  return u;
+}
+
+// an expandable segment's free mapped block of at least `size` bytes, mapping pages as needed
+Block* expandable_block(Device& d, Pool& p, bool small, int64_t size, int64_t limit) {
+  auto& blocks = p.free[small ? 1 : 0];
+  if (!p.expandable[small]) {
+    p.expandable[small] = true;
+    const int64_t page = page_of(small);
+    d.next_addr = page * ((d.next_addr + page - 1) / page);
+    Block* all = new Block{d.next_addr, kExpandableSpace, 0, small, false, &p};
+    all->mapped = false;
+    all->expandable = true;
+    d.next_addr += kExpandableSpace;
+    p.unmapped[small].insert(all);
+  }
+  auto room = [&](Block* b) {  // allocatable bytes from b on: free mapped or unmapped neighbours
+    int64_t bytes = 0;
+    for (; b != nullptr && !b->allocated && bytes < size; b = b->next) bytes += b->size;
+    return bytes >= size;
+  };
+  for (Block* u : p.unmapped[small]) {
+    Block* c = u->prev != nullptr && !u->prev->allocated && u->prev->mapped ? u->prev : u;
+    if (!room(c)) continue;
+    if (!c->mapped) {
+      c = map_front(d, p, small, c, size, limit);
+      if (c == nullptr) return nullptr;
+    }
+    while (c->size < size) {  // c is free and mapped: the unmapped block after it grows it (merged into one)
+      c = map_front(d, p, small, c->next, size - c->size, limit);
+      if (c == nullptr) return nullptr;
+    }
+    blocks.erase(c);
+    return c;
+  }
+  return nullptr;
+}
+
+// empty_cache() on an expandable segment: the whole pages inside each free mapped block are unmapped
+void unmap_free(Device& d, Pool& p, int small) {
+  auto& blocks = p.free[small ? 1 : 0];
+  std::vector<Block*> free_blocks;
+  for (Block* b : blocks) {
+    if (b->expandable) free_blocks.push_back(b);
+  }
+  const int64_t page = page_of(small);
+  for (Block* b : free_blocks) {
+    const int64_t begin = page * ((b->addr + page - 1) / page), end = page * ((b->addr + b->size) / page);
+    if (end <= begin) continue;
+    blocks.erase(b);
+    Block* mid = b;
+    if (begin > b->addr) {  // a mapped head stays free
+      Block* head = new Block{b->addr, begin - b->addr, 0, small != 0, false, &p};
+      head->expandable = true;
+      head->prev = b->prev;
+      if (head->prev) head->prev->next = head;
+      head->next = b;
+      b->prev = head;
+      b->addr = begin;
+      b->size -= head->size;
+      blocks.insert(head);
+    }
+    if (end < mid->addr + mid->size) {  // and a mapped tail
+      Block* tail = new Block{end, mid->addr + mid->size - end, 0, small != 0, false, &p};
+      tail->expandable = true;
+      tail->next = mid->next;
+      if (tail->next) tail->next->prev = tail;
+      tail->prev = mid;
+      mid->next = tail;
+      mid->size = end - mid->addr;
+      blocks.insert(tail);
+    }
+    mid->mapped = false;
+    d.total_reserved -= mid->size;
+    d.num_device_free += 1;
+    change(d, kReservedBytes, small != 0, -mid->size);
+    Block* next = mid->next;
+    merge_unmapped(p, small, mid, mid->prev);
+    merge_unmapped(p, small, mid, next);
+    p.unmapped[small].insert(mid);
+  }
 }
 
 }  // namespace
 
 bool model_active() { return g_active; }
 void set_model_active(bool on) { g_active = on; }
+void set_model_expandable(bool on) { g_expandable = on; }
 
 void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t allowed) {
+  // the private pool the real allocation goes to (pools.cpp: a capture's, or a thread's begun on one);
+  // asked before the lock: pools.cpp calls in while holding its own
+  std::optional<std::pair<uint64_t, uint64_t>> capture;
+  if (const auto id = mempool_here(index)) capture = std::make_pair(id->first, id->second);
   Device& d = g_devices[index];
   std::lock_guard<std::mutex> lock(d.mutex);
   const int64_t size = round_size(static_cast<int64_t>(n));
   const bool small = size <= kSmallSize;
-  auto& pool = d.pools[small ? 1 : 0];
+  Pool* owner = &d.pool;
+  if (capture.has_value()) {
+    auto& p = d.private_pools[*capture];
+    if (!p) p = std::make_unique<Pool>();
+    owner = p.get();
+  }
+  auto& pool = owner->free[small ? 1 : 0];
   Block probe{0, size, 0, small};
   Block* block = nullptr;
   auto it = pool.lower_bound(&probe);  // the smallest block that fits, lowest address first
   if (it != pool.end()) {
     block = *it;
     pool.erase(it);
+  } else if (g_expandable) {
+    const int64_t limit = std::min(capacity, allowed);
+    block = expandable_block(d, *owner, small, size, limit);
+    if (block == nullptr && !capture.has_value()) {
+      release_cached(d);
+      d.num_alloc_retries += 1;
+      block = expandable_block(d, *owner, small, size, limit);
+    }
+    if (block == nullptr) {
+      d.num_ooms += 1;
+      return nullptr;
+    }
   } else {
     const int64_t alloc_size = allocation_size(size);
     auto fits = [&] { return d.total_reserved + alloc_size <= std::min(capacity, allowed); };
     bool ok = fits();
-    if (!ok) {
+    if (!ok && !capture.has_value()) {  // nothing is given back while a capture allocates (CUDA's rule)
       release_cached(d);
       d.num_alloc_retries += 1;
       ok = fits();
@@ -151,7 +353,8 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
       d.num_ooms += 1;
       return nullptr;  // the caller raises, with the statistics as they stand
     }
-    block = new Block{d.next_addr, alloc_size, 0, small};
+    block = new Block{d.next_addr, alloc_size, 0, small, false, owner};
+    owner->segments += 1;
     d.next_addr += alloc_size;
     d.total_reserved += alloc_size;
     d.num_device_alloc += 1;
@@ -159,11 +362,12 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
     change(d, kReservedBytes, small, alloc_size);
   }
   const int64_t remaining = block->size - size;
-  const bool split = small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  const bool split = small || g_expandable ? remaining >= kMinBlockSize : remaining > kSmallSize;
   const bool already_split = block->is_split();
   if (split) {
     Block* rest = block;
-    block = new Block{rest->addr, size, 0, small};
+    block = new Block{rest->addr, size, 0, small, false, owner};
+    block->expandable = rest->expandable;
     block->prev = rest->prev;
     if (block->prev) block->prev->next = block;
     block->next = rest;
@@ -201,7 +405,7 @@ void model_free(c10::DeviceIndex index, void* handle) {
   const bool small = block->small;
   change(d, kAllocation, small, -1);
   change(d, kAllocatedBytes, small, -size);
-  auto& pool = d.pools[small ? 1 : 0];
+  auto& pool = block->pool->free[small ? 1 : 0];
   int64_t split_blocks = 0, split_bytes = 0;
   for (Block* candidate : {block->prev, block->next}) {
     const int64_t subsumed = merge(block, candidate, pool);
@@ -221,6 +425,24 @@ void model_free(c10::DeviceIndex index, void* handle) {
   change(d, kActive, small, -1);
   change(d, kActiveBytes, small, -size);
   change(d, kRequestedBytes, small, -requested);
+}
+
+void model_pool_begin(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto& p = d.private_pools[id];
+  if (!p) {
+    p = std::make_unique<Pool>();
+  } else {
+    p->use_count += 1;
+  }
+}
+
+void model_pool_release(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto it = d.private_pools.find(id);
+  if (it != d.private_pools.end() && it->second->use_count > 0) it->second->use_count -= 1;
 }
 
 int64_t model_size(const void* handle) { return static_cast<const Block*>(handle)->size; }
@@ -265,11 +487,15 @@ std::vector<ModelSegment> model_segments(c10::DeviceIndex index) {
   for (const Block* b : d.active) {
     if (b->prev == nullptr) heads.push_back(b);
   }
-  for (const auto& pool : d.pools) {
-    for (const Block* b : pool) {
-      if (b->prev == nullptr) heads.push_back(b);
+  auto add = [&](const Pool& pool) {
+    for (const auto& blocks : pool.free) {
+      for (const Block* b : blocks) {
+        if (b->prev == nullptr) heads.push_back(b);
+      }
     }
-  }
+  };
+  add(d.pool);
+  for (const auto& [id, p] : d.private_pools) add(*p);
   std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->addr < b->addr; });
   std::vector<ModelSegment> out;
   for (const Block* h : heads) {
@@ -277,6 +503,7 @@ std::vector<ModelSegment> model_segments(c10::DeviceIndex index) {
     seg.address = h->addr;
     seg.small = h->small;
     for (const Block* b = h; b != nullptr; b = b->next) {
+      if (!b->mapped) continue;  // an expandable segment's unmapped range
       seg.blocks.push_back({b->addr, b->size, b->requested, b->allocated});
       seg.total_size += b->size;
       if (b->allocated) {

@@ -24,6 +24,7 @@ struct Event {
   bool recorded = false;
   DeviceIndex device = 0;
   c10::StreamId stream = 0;  // the stream it was recorded on: a stream waiting on it joins its capture
+  uint64_t capture = 0;      // the capture that stream was in when recorded (graph.cpp), 0: none
 };
 
 double now_ms() {
@@ -73,19 +74,31 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
     e->recorded = true;
     e->device = stream.device_index();
     e->stream = stream.id();
+    e->capture = capture_of_stream(e->device, e->stream);
   }
   void block(void* event, const Stream& stream) const override {
     const auto* e = static_cast<const Event*>(event);
     if (e != nullptr && e->recorded && e->device == stream.device_index()) capture_join(e->device, e->stream, stream.id());
   }
-  bool queryEvent(void* /*event*/) const override { return true; }
+  bool queryEvent(void* event) const override {
+    if (event != nullptr) capture_refuse_event(static_cast<Event*>(event)->capture, "querying an event");
+    return true;
+  }
   void destroyEvent(void* event, const DeviceIndex /*device*/) const noexcept override {
     delete static_cast<Event*>(event);
   }
-  bool queryStream(const Stream& /*stream*/) const override { return true; }
-  void synchronizeStream(const Stream& /*stream*/) const override {}
-  void synchronizeEvent(void* /*event*/) const override {}
-  void synchronizeDevice(const DeviceIndex /*device*/) const override {}
+  // a capture refuses these as CUDA does (graph.cpp); else all work is done already
+  bool queryStream(const Stream& stream) const override {
+    capture_refuse_stream(stream.device_index(), stream.id(), "querying a stream");
+    return true;
+  }
+  void synchronizeStream(const Stream& stream) const override {
+    capture_refuse_stream(stream.device_index(), stream.id(), "synchronizing a stream");
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) capture_refuse_event(static_cast<Event*>(event)->capture, "synchronizing an event");
+  }
+  void synchronizeDevice(const DeviceIndex /*device*/) const override { capture_refuse_device("synchronizing the device"); }
   void recordDataPtrOnStream(const c10::DataPtr& /*data*/, const Stream& /*stream*/) const override {}
   double elapsedTime(void* start, void* end, const DeviceIndex /*device*/) const override {
     auto* a = static_cast<Event*>(start);

@@ -43,7 +43,7 @@ _CSRC = Path(__file__).resolve().parents[2] / "csrc"
 SOURCES = ("runtime/devices.cpp", "runtime/allocator.cpp", "runtime/cache_model.cpp", "runtime/generator.cpp", "runtime/guard.cpp",
            "runtime/hooks.cpp", "runtime/exit.cpp",
            "ops/views.cpp", "ops/kernels.cpp", "ops/fallback.cpp", "ops/direct.cpp", "ops/amp.cpp", "ops/sdpa.cpp",
-           "ops/rnn.cpp", "ops/linalg.cpp", "ops/npu_coverage.cpp", "ops/sparse.cpp", "ops/cuda_only.cpp",
+           "ops/rnn.cpp", "ops/linalg.cpp", "ops/npu_coverage.cpp", "ops/sparse.cpp", "ops/cuda_only.cpp", "ops/blas.cpp",
            "distributed/collectives.cpp", "distributed/ddp_timer.cpp",
            "graphs/graph.cpp", "graphs/pools.cpp",
            "module.cpp")

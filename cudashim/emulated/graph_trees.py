@@ -76,8 +76,9 @@ def _hooks(torch: Any, core: Any) -> dict[str, Any]:
         "_set_storage_data_ptr_access_error_msg": core.set_storage_data_ptr_access_error_msg,
         "_construct_CUDA_Tensor_From_Storage_And_Metadata": tensor_over,
         "_tensors_data_ptrs_at_indices_equal": data_ptrs_equal,
-        # no cuBLAS workspace, no cuDNN benchmark cache, no allocation history on the device
-        "_cuda_clearCublasWorkspaces": lambda: None,
+        # (the trees' torch._C._cuda_clearCublasWorkspaces is the allocator's, bound by memory.py: the
+        # allocator model's cuBLAS workspaces go back, as on CUDA)
+        # no cuDNN benchmark cache, no allocation history on the device
         "_cuda_get_conv_benchmark_empty_cache": lambda: True,
         "_cudnn_set_conv_benchmark_empty_cache": lambda enable: None,
         "_cuda_isHistoryEnabled": lambda: False,

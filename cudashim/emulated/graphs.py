@@ -14,7 +14,10 @@ Choices, where CUDA leaves a choice or the host differs:
     call is refused (csrc/graphs/graph.cpp).
   * a capture allocates to its graph's private pool (csrc/graphs/pools.cpp): a block the program
     frees stays reserved, not allocated, while the pool has a graph, as on CUDA, and is not handed
-    out again — not even to the same pool (more memory than CUDA; never a wrong result).
+    out again — not even to the same pool (more memory than CUDA; never a wrong result). Under a
+    device profile the statistics are CUDA's all the same: the allocator model serves the same
+    requests from its pool of the same id, which takes back a block the program frees
+    (csrc/runtime/cache_model.cpp).
   * the device's default generators are graph-safe: each replay draws new numbers.
   * torch.compile's C++ kernels are called from Python, past the dispatcher: under capture they go
     through a recordable operator (graph_kernels.py), so replay re-runs them too.

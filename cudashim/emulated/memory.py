@@ -15,7 +15,9 @@ message, counted in num_ooms.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import os
+import re
+from typing import Any, Callable, Mapping
 
 __all__ = ["MemoryTable", "bind_storage_resize", "bind_allocator_apis", "configure"]
 
@@ -153,6 +155,56 @@ def configure(core: Any, profile: Any, host_total: int) -> None:
     if profile is not None:
         core.set_reserve_on_demand(True)
         core.set_model_active(True)
+        if profile.device == "cuda":
+            core.set_blas_workspace(*blas_workspace_sizes(profile.get("major"), profile.get("minor"), os.environ))
+        core.set_model_expandable(expandable_segments(os.environ))
+
+
+def expandable_segments(env: Mapping[str, str]) -> bool:
+    """PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF, PYTORCH_NPU_ALLOC_CONF) asks for expandable_segments:True."""
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NPU_ALLOC_CONF"):
+        for option in env.get(name, "").split(","):
+            key, _, value = option.partition(":")
+            if key.strip() == "expandable_segments":
+                return value.strip() in ("True", "true", "1")
+    return False
+
+
+def _check_env(value: str | None) -> bool | None:
+    """c10::utils::check_env: True for 1/true/yes/on, False for 0/false/no/off, else None."""
+    if value is None:
+        return None
+    v = value.strip().lower()
+    return True if v in ("1", "true", "yes", "on", "y") else False if v in ("0", "false", "no", "off", "n") else None
+
+
+def blas_workspace_sizes(major: Any, minor: Any, env: Mapping[str, str]) -> tuple[int, int]:
+    """(cuBLAS, cuBLASLt) workspace bytes a GPU of compute capability major.minor takes per handle
+    and stream, as PyTorch's CublasHandlePool.cpp sizes them: CUBLAS_WORKSPACE_CONFIG's :SIZE_KiB:COUNT
+    pairs, else 32 MiB on compute capability 9.0 and 8 MiB + 128 KiB elsewhere; cuBLASLt's
+    CUBLASLT_WORKSPACE_SIZE KiB (1 MiB unless set), no larger than cuBLAS's, and none of its own when
+    TORCH_CUBLASLT_UNIFIED_WORKSPACE is on (cuBLASLt then shares cuBLAS's)."""
+    sm90 = major == 9 and minor == 0
+    default = 4096 * 8 * 1024 if sm90 else 4096 * 1024 * 2 + 16 * 1024 * 8
+    cublas = default
+    config = env.get("CUBLAS_WORKSPACE_CONFIG")
+    if config is not None:
+        pairs = re.findall(r":([0-9]+):([0-9]+)", config)
+        if pairs:
+            cublas = sum(int(size) * 1024 * int(count) for size, count in pairs)
+    lt = 1024 * 1024
+    given = env.get("CUBLASLT_WORKSPACE_SIZE")
+    if given is not None:
+        try:
+            lt = int(given) * 1024
+        except ValueError:
+            pass
+    unified = _check_env(env.get("TORCH_CUBLASLT_UNIFIED_WORKSPACE"))
+    if unified is True:
+        return cublas, 0
+    if unified is None:  # unified sizing by default: Lt's workspace is capped at cuBLAS's
+        lt = min(lt, cublas)
+    return cublas, lt
 
 
 def bind_storage_resize(bindings: Any, torch: Any, core: Any) -> None:
@@ -215,6 +267,7 @@ def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable
                      ("_cuda_memorySnapshot", memory_snapshot),
                      ("_cuda_record_memory_history", record_memory_history),
                      ("_cuda_hostMemoryStats", core.host_stats),
-                     ("_host_emptyCache", core.empty_host_cache)):
+                     ("_host_emptyCache", core.empty_host_cache),
+                     ("_cuda_clearCublasWorkspaces", core.clear_blas_workspaces)):
         if not hasattr(torch._C, name):  # a CUDA build has them; never shadow the real ones
             bindings.bind(torch._C, name, fn, f"torch._C.{name}", "emulated")

@@ -28,3 +28,25 @@ try:
     g.replay()
 except RuntimeError as e:
     print("replay before capture:", _chain(e))
+print("stream synchronize:", _capture_fails(lambda: torch.cuda.current_stream().synchronize()))
+print("stream query:", _capture_fails(lambda: torch.cuda.current_stream().query()))
+
+
+def _event(method: str) -> None:
+    e = torch.cuda.Event()
+    e.record()
+    getattr(e, method)()
+
+
+print("event synchronize:", _capture_fails(lambda: _event("synchronize")))
+print("event query:", _capture_fails(lambda: _event("query")))
+side = torch.cuda.Stream()
+
+
+def _unjoined() -> None:
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x.mul_(3)
+
+
+print("unjoined side stream:", _capture_fails(_unjoined))

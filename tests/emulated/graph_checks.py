@@ -13,6 +13,7 @@ import torch
 
 CHECKS: dict[str, Callable[[], None]] = {}
 _CAPTURE_ERROR = "operation not permitted when stream is capturing"
+_INVALIDATED = "operation failed due to a previous error during capture"
 
 
 def check(fn: Callable[[], None]) -> Callable[[], None]:
@@ -27,6 +28,16 @@ def _chain(e: BaseException) -> str:
         parts.append(f"{type(e).__name__}: {e}")
         e = e.__context__
     return " <- ".join(parts)
+
+
+def _replay_refused(g: torch.cuda.CUDAGraph, what: str) -> None:
+    """g holds no captured graph: replay() raises CUDA's error."""
+    try:
+        g.replay()
+    except RuntimeError as e:
+        assert "without a preceding successful capture" in str(e), _chain(e)
+    else:
+        raise AssertionError(what)
 
 
 def _capture_fails(body: Callable[[], None]) -> str:
@@ -197,12 +208,7 @@ def replay_after_reset_raises() -> None:
         x.add_(1)
     g.replay()
     g.reset()
-    try:
-        g.replay()
-    except RuntimeError as e:
-        assert "without a preceding successful capture" in str(e), _chain(e)
-    else:
-        raise AssertionError("replay after reset() ran")
+    _replay_refused(g, "replay after reset() ran")
     assert x.tolist() == [2.0, 2.0]
 
 
@@ -250,16 +256,98 @@ def item_in_capture_raises() -> None:
     assert _CAPTURE_ERROR in msg, msg
 
 
+def _failed_capture_ran_nothing(g: torch.cuda.CUDAGraph, x: torch.Tensor, value: float) -> None:
+    """After a failed capture: the work it recorded on x never ran, and the graph does not replay."""
+    torch.cuda.synchronize()
+    assert x.tolist() == [value] * x.numel(), f"the failed capture ran its work: {x.tolist()}"
+    _replay_refused(g, "the failed capture replayed")
+
+
+def _refused_then_invalidated(body: Callable[[], None], refusal: str) -> None:
+    """body() is refused inside a capture with `refusal` (cudaErrorStreamCaptureUnsupported and kin, as
+    torch.AcceleratorError "CUDA error: ..."), and the capture is invalidated: leaving torch.cuda.graph
+    ends it with cudaErrorStreamCaptureInvalidated, raised over the body's error."""
+    accel = getattr(torch, "AcceleratorError", RuntimeError)
+    x = torch.ones(3, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            x.add_(1)
+            body()
+    except RuntimeError as e:
+        inner = e.__context__
+        assert isinstance(e, accel) and f"CUDA error: {_INVALIDATED}" in str(e), _chain(e)
+        assert isinstance(inner, accel) and f"CUDA error: {refusal}" in str(inner), _chain(e)
+    else:
+        raise AssertionError("the capture went through")
+    _failed_capture_ran_nothing(g, x, 1.0)
+
+
 @check
 def synchronize_in_capture_raises() -> None:
-    x = torch.ones(3, device="cuda")
+    _refused_then_invalidated(torch.cuda.synchronize, _CAPTURE_ERROR)  # cudaDeviceSynchronize
 
-    def body() -> None:
+
+@check
+def stream_synchronize_in_capture_raises() -> None:
+    _refused_then_invalidated(lambda: torch.cuda.current_stream().synchronize(), _CAPTURE_ERROR)  # cudaStreamSynchronize
+
+
+@check
+def stream_query_in_capture_raises() -> None:
+    _refused_then_invalidated(lambda: torch.cuda.current_stream().query(), _CAPTURE_ERROR)  # cudaStreamQuery
+
+
+def _captured_event() -> torch.cuda.Event:
+    e = torch.cuda.Event()
+    e.record()  # on the capturing stream: a captured event
+    return e
+
+
+@check
+def event_synchronize_in_capture_raises() -> None:
+    # cudaEventSynchronize on an event last recorded in a capturing stream (cudaErrorCapturedEvent)
+    _refused_then_invalidated(lambda: _captured_event().synchronize(), "operation not permitted")
+
+
+@check
+def event_query_in_capture_raises() -> None:
+    _refused_then_invalidated(lambda: _captured_event().query(), "operation not permitted")  # cudaEventQuery
+
+
+@check
+def unjoined_side_stream_fails_the_capture() -> None:
+    accel = getattr(torch, "AcceleratorError", RuntimeError)
+    x = torch.ones(4, device="cuda")
+    side = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            y = x * 2
+            side.wait_stream(torch.cuda.current_stream())  # the side stream joins the capture...
+            with torch.cuda.stream(side):
+                x.mul_(3)  # ...does work, and the capture's stream never waits for it
+    except RuntimeError as e:
+        # cudaStreamEndCapture: cudaErrorStreamCaptureUnjoined
+        assert isinstance(e, accel) and "CUDA error: capturing stream has unjoined work" in str(e), _chain(e)
+        assert e.__context__ is None, _chain(e)
+    else:
+        raise AssertionError("a capture with unjoined work on a side stream went through")
+    del y
+    _failed_capture_ran_nothing(g, x, 1.0)
+    with torch.cuda.stream(side):  # the failed capture took the side stream out of capture
         x.add_(1)
-        torch.cuda.synchronize()
-
-    msg = _capture_fails(body)
-    assert _CAPTURE_ERROR in msg, msg
+    side.synchronize()
+    assert x.tolist() == [2.0] * 4, x.tolist()
+    h = torch.cuda.CUDAGraph()  # and the device captures again, joined properly this time
+    with torch.cuda.graph(h):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            x.mul_(3)
+        torch.cuda.current_stream().wait_stream(side)
+    h.replay()
+    torch.cuda.synchronize()
+    assert x.tolist() == [6.0] * 4, x.tolist()
 
 
 @check

@@ -227,3 +227,108 @@ def mem_get_info_counts_reserved() -> None:
     assert 100 * MiB <= free0 - free1 <= 102 * MiB, (free0, free1)
     del x
     clean()
+
+
+@check
+def graph_capture_allocates_from_its_private_pool() -> None:
+    # CUDACachingAllocator: a capture's requests are served from the graph's private pool (segments of
+    # their own, reserved while a graph uses the pool); a block the program frees goes back to that pool
+    clean()
+    x = torch.ones(256 * 1024, device="cuda")  # 1 MiB: a small-pool block, in a 2 MiB segment
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * 2  # the pool's first segment (x's has 1 MiB free, but it is the default pool's)
+        z = y + 1  # the rest of that segment
+        del y      # back to the graph's pool
+    assert torch.cuda.memory_allocated() == 2 * MiB, torch.cuda.memory_allocated()
+    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
+    g.replay()
+    assert torch.cuda.memory_allocated() == 2 * MiB, "a replay allocated"
+    del z
+    torch.cuda.empty_cache()  # the pool is the graph's while it lives: nothing goes back
+    assert (torch.cuda.memory_allocated(), torch.cuda.memory_reserved()) == (MiB, 4 * MiB), (
+        torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
+    del g  # releasePool: its free segments go back at the next empty_cache()
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == 2 * MiB, torch.cuda.memory_reserved()
+    del x
+    clean()
+
+
+@check
+def graph_capture_reuses_a_block_freed_during_it() -> None:
+    # a block the program frees during the capture goes back to the graph's pool at once and serves
+    # the capture's next request of its size (the graph keeps the memory for its replays all the same)
+    clean()
+    x = torch.ones(256 * 1024, device="cuda")  # 1 MiB, in the default pool's 2 MiB segment
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * 2  # the pool's first segment
+        del y      # back to the graph's pool
+        z = x + 1  # y's block
+        w = x + 3  # the rest of that segment: no second one
+    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
+    g.replay()
+    assert float(z[0]) == 2.0 and float(w[0]) == 4.0, (float(z[0]), float(w[0]))
+    del g, z, w
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == 2 * MiB, torch.cuda.memory_reserved()
+    del x
+    clean()
+
+
+@check
+def thread_allocating_to_a_pool_takes_its_segments() -> None:
+    # beginAllocateCurrentThreadToPool (Inductor's CUDA graph trees warm up this way): the thread's
+    # requests are served from the pool's own segments until endAllocateToPool; releasePool lets the
+    # pool's free segments go at the next empty_cache()
+    clean()
+    device = torch.cuda.current_device()
+    x = torch.ones(256 * 1024, device="cuda")  # 1 MiB, in the default pool's 2 MiB segment
+    pool = torch.cuda.graph_pool_handle()
+    torch._C._cuda_beginAllocateCurrentThreadToPool(device, pool)
+    try:
+        y = torch.ones(256 * 1024, device="cuda")  # the pool's segment, not the free half of x's
+    finally:
+        torch._C._cuda_endAllocateToPool(device, pool)
+    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
+    del y
+    torch.cuda.empty_cache()  # the pool still has its user: nothing goes back
+    assert (torch.cuda.memory_allocated(), torch.cuda.memory_reserved()) == (MiB, 4 * MiB), (
+        torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
+    torch._C._cuda_releasePool(device, pool)
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == 2 * MiB, torch.cuda.memory_reserved()
+    del x
+    clean()
+
+
+# Last: cuBLAS's workspaces stay allocated for the process, as PyTorch keeps them.
+@check
+def cublas_workspace_on_first_matmul_per_stream() -> None:
+    # CublasHandlePool.cpp: the first BLAS call of a thread's handle on a stream allocates the handle's
+    # workspace through the caching allocator, after the call's output: 32 MiB on compute capability
+    # 9.0, else 8 MiB + 128 KiB (CUBLAS_WORKSPACE_CONFIG unset); cuBLASLt (addmm with a fusable bias)
+    # takes a workspace of its own, 1 MiB (CUBLASLT_WORKSPACE_SIZE unset).
+    clean()
+    ws = 32 * MiB if torch.cuda.get_device_capability() == (9, 0) else 8 * MiB + 128 * 1024
+    a = torch.ones(64, 64, device="cuda")  # 16 KiB
+    base = torch.cuda.memory_allocated()
+    outs = [a @ a]
+    assert torch.cuda.memory_allocated() - base == 16384 + ws, torch.cuda.memory_allocated() - base
+    outs.append(a @ a)  # the same handle and stream: its workspace already
+    assert torch.cuda.memory_allocated() - base == 2 * 16384 + ws, torch.cuda.memory_allocated() - base
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        outs.append(a @ a)  # another stream: another workspace
+    torch.cuda.current_stream().wait_stream(side)
+    assert torch.cuda.memory_allocated() - base == 3 * 16384 + 2 * ws, torch.cuda.memory_allocated() - base
+    bias = torch.ones(64, device="cuda")  # 512 bytes (rounded)
+    outs.append(torch.addmm(bias, a, a))  # through cuBLASLt: its workspace too
+    assert torch.cuda.memory_allocated() - base == 4 * 16384 + 512 + 2 * ws + MiB, torch.cuda.memory_allocated() - base
+    outs.append(torch.addmm(bias, a, a))
+    assert torch.cuda.memory_allocated() - base == 5 * 16384 + 512 + 2 * ws + MiB, torch.cuda.memory_allocated() - base
+    torch._C._cuda_clearCublasWorkspaces()  # at::cuda::clearCublasWorkspaces: every one goes back
+    assert torch.cuda.memory_allocated() - base == 5 * 16384 + 512, torch.cuda.memory_allocated() - base
+    outs.append(a @ a)  # and the next product takes one again
+    assert torch.cuda.memory_allocated() - base == 6 * 16384 + 512 + ws, torch.cuda.memory_allocated() - base

@@ -20,7 +20,9 @@ CHECK_NAMES = [
     "graph_memory_counts_until_the_graph_goes", "make_graphed_callables_forward_and_backward", "accelerator_graph",
     "other_thread_work_runs_during_thread_local_capture", "other_thread_work_runs_during_relaxed_capture",
     "other_thread_sync_refused_during_global_capture", "side_stream_joined_inside_capture_is_recorded",
-    "operator_error_inside_capture_is_the_operator_error",
+    "operator_error_inside_capture_is_the_operator_error", "stream_synchronize_in_capture_raises",
+    "stream_query_in_capture_raises", "event_synchronize_in_capture_raises", "event_query_in_capture_raises",
+    "unjoined_side_stream_fails_the_capture",
 ]
 
 

@@ -144,3 +144,50 @@ def test_preflight_in_the_report(tmp_path) -> None:
     assert dev["peak_reserved"] == {"bytes": 2**30 + 20 * 2**20, "site": "<string>:3 (<module>)"}
     assert dev["largest_allocation"] == {"bytes": 2**30, "site": "<string>:2 (<module>)"}
     assert dev["fits"] is True and "first_not_fitting" not in dev
+
+
+def test_cublas_workspace_sizes_follow_pytorch() -> None:
+    # aten/src/ATen/cuda/CublasHandlePool.cpp: ":4096:8" (32 MiB) on compute capability 9.0, else
+    # ":4096:2:16:8"; cuBLASLt 1024 KiB, capped at cuBLAS's, none of its own when unified
+    from cudashim.emulated.memory import blas_workspace_sizes
+
+    MiB = 2**20
+    assert blas_workspace_sizes(9, 0, {}) == (32 * MiB, MiB)
+    assert blas_workspace_sizes(8, 0, {}) == (8 * MiB + 128 * 1024, MiB)
+    assert blas_workspace_sizes(10, 0, {}) == (8 * MiB + 128 * 1024, MiB)
+    assert blas_workspace_sizes(8, 0, {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}) == (32 * MiB, MiB)
+    assert blas_workspace_sizes(9, 0, {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}) == (128 * 1024, 128 * 1024)
+    assert blas_workspace_sizes(9, 0, {"CUBLASLT_WORKSPACE_SIZE": "4096"}) == (32 * MiB, 4 * MiB)
+    assert blas_workspace_sizes(9, 0, {"TORCH_CUBLASLT_UNIFIED_WORKSPACE": "1"}) == (32 * MiB, 0)
+    assert blas_workspace_sizes(9, 0, {"TORCH_CUBLASLT_UNIFIED_WORKSPACE": "0",
+                                       "CUBLASLT_WORKSPACE_SIZE": "65536"}) == (32 * MiB, 64 * MiB)
+
+
+EXPANDABLE = r"""
+import json, torch
+MiB = 2**20
+seen = []
+def note():
+    seen.append([torch.cuda.memory_allocated(), torch.cuda.memory_reserved()])
+a = torch.empty(MiB + 1, dtype=torch.uint8, device="cuda"); note()     # large pool: one 20 MiB page mapped
+b = torch.empty(5 * MiB, dtype=torch.uint8, device="cuda"); note()     # in the mapped rest
+c = torch.empty(30 * MiB, dtype=torch.uint8, device="cuda"); note()    # the free tail and one page more
+d = torch.empty(1000, dtype=torch.uint8, device="cuda"); note()        # small pool: one 2 MiB page
+del b; torch.cuda.empty_cache(); note()                                # no whole page free: nothing unmapped
+del a, c; torch.cuda.empty_cache(); note()                             # the large segment's pages all free
+del d; torch.cuda.empty_cache(); note()
+print(json.dumps(seen))
+"""
+
+
+def test_expandable_segments_map_pages() -> None:
+    # CUDACachingAllocator with expandable_segments:True: a pool's blocks live in one segment that
+    # maps 20 MiB pages (large pool) or 2 MiB pages (small) as requests need them, every block split
+    # down to 512 bytes; empty_cache() unmaps the whole pages inside free blocks
+    r = run_python(["-c", EXPANDABLE], {"CUDASHIM_PROFILE": "h200", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    MiB = 2**20
+    a, b, c, d = MiB + 512, 5 * MiB, 30 * MiB, 1024
+    assert _last_json(r.stdout) == [
+        [a, 20 * MiB], [a + b, 20 * MiB], [a + b + c, 40 * MiB], [a + b + c + d, 42 * MiB],
+        [a + c + d, 42 * MiB], [d, 2 * MiB], [0, 0]], r.stdout
