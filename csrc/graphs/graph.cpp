@@ -44,6 +44,7 @@
 #include "shim.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -166,6 +167,29 @@ std::string words(const std::string& form, const std::string& what) {
                                   " is not allowed while a CUDA graph is being captured on the emulated device)");
 }
 
+// CUDA's default generator keeps its seed and offset for graphs in two one-element int64 device tensors
+// (CUDAGeneratorState::register_graph), allocated when the first graph registers with it — in
+// capture_begin, once the capture allocates to its pool, so from the pool — and freed when the last
+// one lets go: they count in memory_allocated() and take pool memory as on a GPU. Only their memory is
+// kept (no tensor: nothing is dispatched, so nothing is recorded into the capture). Never destroyed at
+// exit (the allocator may be gone by then).
+std::mutex g_generator_mutex;
+int g_generator_graphs[kMaxDevices] = {};
+auto* const g_generator_memory = new std::array<std::array<c10::DataPtr, 2>, kMaxDevices>();
+
+void generator_register_graph(c10::DeviceIndex device) {
+  std::lock_guard<std::mutex> lock(g_generator_mutex);
+  if (g_generator_graphs[device]++ == 0) {
+    for (c10::DataPtr& p : (*g_generator_memory)[device]) p = device_allocator(device)->allocate(sizeof(int64_t));
+  }
+}
+
+void generator_unregister_graph(c10::DeviceIndex device) {
+  std::array<c10::DataPtr, 2> freed;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(g_generator_mutex);
+  if (--g_generator_graphs[device] == 0) freed.swap((*g_generator_memory)[device]);
+}
+
 class Graph final : public at::GraphImplInterface {
  public:
   explicit Graph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
@@ -208,6 +232,10 @@ class Graph final : public at::GraphImplInterface {
     // and in the allocator model alike (pools.cpp); the graph uses it until reset()
     mempool_retain(device, pool_);
     retained_ = true;
+    if (generator_device_ < 0) {
+      generator_register_graph(device);
+      generator_device_ = device;
+    }
   }
 
   void capture_end() override {
@@ -341,6 +369,10 @@ class Graph final : public at::GraphImplInterface {
   }
 
   void let_go_of_pool() {
+    if (generator_device_ >= 0) {
+      generator_unregister_graph(generator_device_);
+      generator_device_ = -1;
+    }
     if (!retained_) return;
     retained_ = false;
     mempool_release(device_, pool_);
@@ -391,6 +423,7 @@ class Graph final : public at::GraphImplInterface {
   }
 
   bool keep_graph_;
+  c10::DeviceIndex generator_device_ = -1;  // registered with that device's default generator
   bool retained_ = false;  // this graph is a user of pool_ (capture_begin until reset() or its end)
   bool has_capture_ = false, has_exec_ = false, debug_ = false;
   bool open_ = false;  // capture_begin..capture_end (under g_capture_mutex)

@@ -15,6 +15,10 @@ import torch
 
 CHECKS: dict[str, Callable[[], None]] = {}
 MiB = 2**20
+# CUDAGeneratorState::register_graph: the first graph the default generator serves allocates its seed and
+# offset for graphs, two one-element int64 tensors (512 bytes each), in capture_begin from the capture's
+# private pool; they are freed when the last such graph goes
+GRAPH_RNG_STATE = 2 * 512
 
 
 def check(fn: Callable[[], None]) -> Callable[[], None]:
@@ -236,21 +240,22 @@ def graph_capture_allocates_from_its_private_pool() -> None:
     clean()
     x = torch.ones(256 * 1024, device="cuda")  # 1 MiB: a small-pool block, in a 2 MiB segment
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        y = x * 2  # the pool's first segment (x's has 1 MiB free, but it is the default pool's)
-        z = y + 1  # the rest of that segment
+    with torch.cuda.graph(g):  # the generator's graph state first: 1 KiB of the pool's first segment
+        y = x * 2  # the rest of that segment (x's has 1 MiB free, but it is the default pool's)
+        z = y + 1  # a second segment: the first has 1 MiB less 1 KiB left
         del y      # back to the graph's pool
-    assert torch.cuda.memory_allocated() == 2 * MiB, torch.cuda.memory_allocated()
-    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
+    assert torch.cuda.memory_allocated() == 2 * MiB + GRAPH_RNG_STATE, torch.cuda.memory_allocated()
+    assert torch.cuda.memory_reserved() == 6 * MiB, torch.cuda.memory_reserved()
     g.replay()
-    assert torch.cuda.memory_allocated() == 2 * MiB, "a replay allocated"
+    assert torch.cuda.memory_allocated() == 2 * MiB + GRAPH_RNG_STATE, "a replay allocated"
     del z
     torch.cuda.empty_cache()  # the pool is the graph's while it lives: nothing goes back
-    assert (torch.cuda.memory_allocated(), torch.cuda.memory_reserved()) == (MiB, 4 * MiB), (
+    assert (torch.cuda.memory_allocated(), torch.cuda.memory_reserved()) == (MiB + GRAPH_RNG_STATE, 6 * MiB), (
         torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
-    del g  # releasePool: its free segments go back at the next empty_cache()
+    del g  # releasePool: its free segments go back at the next empty_cache(); the generator's state goes
     torch.cuda.empty_cache()
-    assert torch.cuda.memory_reserved() == 2 * MiB, torch.cuda.memory_reserved()
+    assert (torch.cuda.memory_allocated(), torch.cuda.memory_reserved()) == (MiB, 2 * MiB), (
+        torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
     del x
     clean()
 
@@ -261,16 +266,23 @@ def graph_capture_reuses_a_block_freed_during_it() -> None:
     # the capture's next request of its size (the graph keeps the memory for its replays all the same)
     clean()
     x = torch.ones(256 * 1024, device="cuda")  # 1 MiB, in the default pool's 2 MiB segment
+    first = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(first):  # an empty graph: the generator's graph state goes to its pool, not g's
+        pass
+    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         y = x * 2  # the pool's first segment
         del y      # back to the graph's pool
         z = x + 1  # y's block
         w = x + 3  # the rest of that segment: no second one
-    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
+    assert torch.cuda.memory_reserved() == 6 * MiB, torch.cuda.memory_reserved()
     g.replay()
     assert float(z[0]) == 2.0 and float(w[0]) == 4.0, (float(z[0]), float(w[0]))
     del g, z, w
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
+    del first
     torch.cuda.empty_cache()
     assert torch.cuda.memory_reserved() == 2 * MiB, torch.cuda.memory_reserved()
     del x
