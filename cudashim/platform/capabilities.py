@@ -104,7 +104,7 @@ TABLE: tuple[Capability, ...] = (
                    "replays them in C++ on the captured memory (tests/emulated/test_graphs.py; nano-vllm with "
                    "enforce_eager=False); CUDA's capture errors where CUDA raises them; torch.compile's "
                    "mode=\"reduce-overhead\" (Inductor's CUDA graph trees) over the device's private pools "
-                   "(tests/emulated/test_compile.py)")),
+                   "(tests/emulated/test_compile_modes.py)")),
     _cap("cuda_graph_keep_graph", "CUDA graph keep_graph=True", "torch.cuda.CUDAGraph(keep_graph=True)",
          nvidia=Entry(N, RAISE_CONSTRUCTION, "L0", "keeps the raw cudaGraph_t (in-graph timers match its event nodes)"),
          ascend=Entry(U, RAISE_CALL, "L1s", "keep_graph=True is accepted and dropped (NPU graphs exist only "

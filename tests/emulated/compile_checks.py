@@ -1,5 +1,5 @@
 """torch.compile's modes and templates on cuda tensors, written as plain CUDA code: each check passes on a
-real GPU and must pass on the emulated device. test_compile.py runs them on the emulated device, and
+real GPU and must pass on the emulated device. test_compile_modes.py runs them on the emulated device, and
 with no shim where torch.cuda is really available, so CUDA itself is the oracle:
 
     CUDASHIM_DISABLE=1 python tests/emulated/_runner.py compile_checks
