@@ -286,6 +286,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pool_retain", [](py::handle d, Pool id) { mempool_retain(index_arg(d), id); });
   m.def("pool_release", [](py::handle d, Pool id) { mempool_release(index_arg(d), id); });
   m.def("pool_allocated", [](py::handle d, Pool id) { return mempool_allocated(index_arg(d), id); });
+  m.def("generator_graph_state", [](py::handle d) { return generator_graph_state(index_arg(d)); });
   m.def("pool_set_state", [storage](py::handle d, Pool id, const std::vector<int64_t>& allocated,
                                     const std::vector<intptr_t>& take_back) {
     std::vector<c10::StorageImpl*> s;

@@ -220,6 +220,8 @@ bool graph_replaying();  // a graph replays on this thread (CUDA's replay alloca
 void capture_join(c10::DeviceIndex device, c10::StreamId from, c10::StreamId to);
 // a platform's words for capture refusals, "{what}" standing for the call (empty: CUDA's)
 void set_capture_words(const std::string& refused, const std::string& invalidated);
+// the default generator's graph state (two blocks while a graph uses it), by address
+std::vector<int64_t> generator_graph_state(c10::DeviceIndex device);
 // record the call on the stack (run it when CUDA would have to); true: the stack holds its returns
 bool capture_boxed(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
 // a device kernel of its own (not the fallback) under capture: record the call by name, return its result

@@ -184,6 +184,15 @@ void generator_register_graph(c10::DeviceIndex device) {
   }
 }
 
+std::vector<int64_t> graph_state_of(c10::DeviceIndex device) {
+  std::lock_guard<std::mutex> lock(g_generator_mutex);
+  std::vector<int64_t> out;
+  for (const c10::DataPtr& p : (*g_generator_memory)[device]) {
+    if (p) out.push_back(reinterpret_cast<int64_t>(p.get()));
+  }
+  return out;
+}
+
 void generator_unregister_graph(c10::DeviceIndex device) {
   std::array<c10::DataPtr, 2> freed;  // freed outside the lock
   std::lock_guard<std::mutex> lock(g_generator_mutex);
@@ -697,4 +706,6 @@ void register_graph() {
   using at::GraphImplRegistry, at::RegistererGraphImplRegistry;  // the registration macro names them unqualified
   C10_REGISTER_TYPED_CLASS(GraphImplRegistry, c10::DeviceTypeName(kType, false), Graph)
 }
+std::vector<int64_t> generator_graph_state(c10::DeviceIndex device) { return graph_state_of(device); }
+
 }  // namespace cudashim
