@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers")
+# find_spec, not an import: the tests run transformers in children; importing it here costs every
+# xdist worker seconds at collection
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed: run scripts/install")
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
