@@ -307,5 +307,32 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_npu_native", [](const std::vector<std::string>& names, const std::vector<std::string>& sparse) {
     set_npu_native(names, sparse);
   });
+  // torch_npu's dtype checks (ops/npu_coverage.cpp): (op, [(arg index, [dtype])], before, shown arg, shown as
+  // TypeMeta, after, error code) each; set with the table, before register_operators
+  m.def("set_npu_dtype_checks", [](const py::list& checks, const std::vector<std::string>& whole) {
+    std::vector<NpuDtypeCheck> out;
+    for (const py::handle item : checks) {
+      const auto t = item.cast<py::tuple>();
+      TORCH_CHECK(t.size() == 7, "set_npu_dtype_checks: each check is (op, when, before, shown, meta, after, code)");
+      NpuDtypeCheck c;
+      c.op = t[0].cast<std::string>();
+      for (const py::handle cond : t[1].cast<py::list>()) {
+        const auto pair = cond.cast<py::tuple>();
+        std::vector<c10::ScalarType> types;
+        for (const py::handle d : pair[1].cast<py::list>()) {
+          TORCH_CHECK(THPDtype_Check(d.ptr()), "set_npu_dtype_checks: a condition's dtypes are torch.dtype objects");
+          types.push_back(reinterpret_cast<THPDtype*>(d.ptr())->scalar_type);
+        }
+        c.when.emplace_back(pair[0].cast<size_t>(), std::move(types));
+      }
+      c.before = t[2].cast<std::string>();
+      c.shown = t[3].cast<int64_t>();
+      c.meta = t[4].cast<bool>();
+      c.after = t[5].cast<std::string>();
+      c.code = t[6].cast<std::string>();
+      out.push_back(std::move(c));
+    }
+    set_npu_dtype_checks(out, whole);
+  });
   m.def("npu_fallback_counts", &npu_fallback_counts);
 }

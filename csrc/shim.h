@@ -181,7 +181,21 @@ void register_collectives();  // collectives.cpp: once torch.distributed is load
 
 // npu_coverage.cpp: torch_npu's operator table on the simulated NPU (inactive until set_npu_native)
 bool npu_coverage_active();
-void npu_cpu_fallback_check(const c10::OperatorHandle& op);  // warns, counts or refuses as npu_cpu_fallback
+// torch_npu's dtype checks of the operator's kernel, then, outside the table, warns, counts or refuses as
+// npu_cpu_fallback does; `stack` holds the call's arguments on top
+void npu_cpu_fallback_check(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+void npu_kernel_check(const c10::OperatorHandle& op, const torch::jit::Stack& stack);  // the dtype checks alone
+// one dtype check of a torch_npu kernel (torch_npu_dtype_checks.json as coverage.py hands it over)
+struct NpuDtypeCheck {
+  std::string op;  // "name.overload", no aten::
+  std::vector<std::pair<size_t, std::vector<c10::ScalarType>>> when;  // every argument's dtype among these
+  std::string before, after;  // torch_npu's message around the shown argument's dtype
+  int64_t shown = -1;         // that argument's index, or -1
+  bool meta = false;          // shown as a TypeMeta ("double") rather than a ScalarType ("Double")
+  std::string code;           // what OPS_ERROR / PTA_ERROR appends, "ERR01002 OPS invalid type"
+};
+// set once, before any operator runs; `whole`: composite operators that then run whole on the CPU
+void set_npu_dtype_checks(const std::vector<NpuDtypeCheck>& checks, const std::vector<std::string>& whole);
 void set_npu_native(const std::vector<std::string>& names, const std::vector<std::string>& sparse);
 bool npu_native(const std::string& name);  // "name.overload" (no aten::) has an NPU kernel in the table
 std::unordered_map<std::string, int64_t> npu_fallback_counts();

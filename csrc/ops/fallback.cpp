@@ -167,6 +167,7 @@ bool holds_mask(const c10::IValue& v) {
 
 // operators whose output size depends on the data: CUDA synchronizes to learn it
 void synchronizing_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(npu_coverage_active())) npu_kernel_check(op, *stack);  // torch_npu's dtype checks (npu_coverage.cpp)
   if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;
   const auto& schema = op.schema();
   const auto it = sync_rules().find(&schema);
@@ -254,7 +255,7 @@ void host_composite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }  // namespace
 
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (C10_UNLIKELY(npu_coverage_active())) npu_cpu_fallback_check(op);  // the simulated NPU (npu_coverage.cpp)
+  if (C10_UNLIKELY(npu_coverage_active())) npu_cpu_fallback_check(op, *stack);  // the simulated NPU (npu_coverage.cpp)
   if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;  // CUDA graph capture (graph.cpp)
   if (C10_UNLIKELY(model_active())) {  // a matrix product takes cuBLAS's workspace on a GPU (after its output)
     const int blas = blas_kind(op, *stack);

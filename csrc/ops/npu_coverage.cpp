@@ -8,16 +8,23 @@
 // 0; OptionsManager::ShouldPrintWarning) and runs the CPU kernel, failing where the CPU has none. Sparse
 // NPU tensors reach npu_Sparse_fallback, which raises. The table comes from Python (set_npu_native);
 // until it is set nothing here runs, and the cuda build never sets it.
+//
+// The dtype checks torch_npu's kernels make themselves (TORCH_CHECK in op-plugin's op_api kernels, each
+// cited in torch_npu_dtype_checks.json) come from Python too (set_npu_dtype_checks): an operator with
+// checks refuses, before its kernel runs, a call whose argument dtypes meet one, in torch_npu's words and
+// with the error code torch_npu appends (formatErrorCode, NPUException.cpp).
 #include "call.h"
 
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <bitset>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <iomanip>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 #include <unordered_map>
@@ -29,6 +36,19 @@ namespace {
 std::unordered_set<std::string>& native() {
   static std::unordered_set<std::string> names;
   return names;
+}
+// one TORCH_CHECK of a torch_npu kernel: it refuses when every condition holds; the message shows one
+// argument's dtype where torch_npu's does (as a ScalarType, "Double", or as a TypeMeta, "double")
+struct DtypeCheck {
+  std::vector<std::pair<size_t, std::bitset<128>>> when;  // (argument index, its refused ScalarTypes)
+  std::string before, after;  // the message around the shown dtype
+  int64_t shown = -1;         // argument index whose dtype the message shows, or -1
+  bool meta = false;          // shown as TypeMeta (tensor.dtype()) rather than ScalarType
+  std::string code;           // "ERR01002 OPS invalid type": what OPS_ERROR / PTA_ERROR appends
+};
+std::unordered_map<std::string, std::vector<DtypeCheck>>& dtype_checks() {
+  static std::unordered_map<std::string, std::vector<DtypeCheck>> checks;
+  return checks;
 }
 std::unordered_set<std::string>& sparse_native() {
   static std::unordered_set<std::string> names;
@@ -60,16 +80,52 @@ bool should_print_warning() {
   return print;
 }
 
-// OPS_ERROR(ErrCode::NOT_SUPPORT): formatErrorCode(SubModule::OPS, ...) of NPUException.cpp
-std::string ops_not_supported() {
+// formatErrorCode(submodule, code) of NPUException.cpp: "ERR01007 OPS feature not supported" for
+// OPS_ERROR(ErrCode::NOT_SUPPORT)
+std::string npu_error_code(const std::string& code) {
   if (env_flag("TORCH_NPU_COMPACT_ERROR_OUTPUT")) return "";
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   const char* rank = std::getenv("RANK");
   std::ostringstream oss;
   oss << "\n[ERROR] " << std::put_time(std::localtime(&now), "%Y-%m-%d-%H:%M:%S") << " (PID:" << getpid()
       << ", Device:" << static_cast<int>(current_device()) << ", RankID:" << (rank != nullptr ? std::strtol(rank, nullptr, 10) : -1)
-      << ") ERR01007 OPS feature not supported";
+      << ") " << code;
   return oss.str();
+}
+std::string ops_not_supported() { return npu_error_code("ERR01007 OPS feature not supported"); }
+
+// a Tensor argument's dtype, a Scalar argument's type (a Python complex is ComplexDouble), else none
+std::optional<c10::ScalarType> dtype_of(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() ? std::optional<c10::ScalarType>(t.scalar_type()) : std::nullopt;
+  }
+  if (v.isDouble() || v.isInt() || v.isBool() || v.isComplexDouble()) return v.toScalar().type();
+  return std::nullopt;
+}
+
+void check_dtypes(const std::vector<DtypeCheck>& checks, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const size_t n = op.schema().arguments().size();
+  if (stack.size() < n) return;
+  const size_t base = stack.size() - n;
+  for (const DtypeCheck& c : checks) {
+    bool refused = true;
+    for (const auto& [index, dtypes] : c.when) {
+      const auto t = index < n ? dtype_of(stack[base + index]) : std::nullopt;
+      refused = refused && t.has_value() && dtypes.test(static_cast<size_t>(*t));
+    }
+    if (!refused) continue;
+    std::string shown;
+    if (c.shown >= 0) {
+      const c10::IValue& v = stack[base + static_cast<size_t>(c.shown)];
+      if (c.meta && v.isTensor()) {
+        shown = std::string(v.toTensor().dtype().name());
+      } else if (const auto t = dtype_of(v)) {
+        shown = c10::toString(*t);
+      }
+    }
+    TORCH_CHECK(false, c.before, shown, c.after, npu_error_code(c.code));
+  }
 }
 
 // torch_npu's words, at torch_npu's source location, through c10's base handler as warn_ sends them
@@ -88,24 +144,43 @@ void npu_sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* /*sta
               ops_not_supported());
 }
 
+struct Decided {
+  bool native;
+  const std::vector<DtypeCheck>* checks;
+};
+
+// per thread: the decision for each operator is made once, without a lock on the hot path
+const Decided& decided(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const void*, Decided> made;
+  auto it = made.find(&op.schema());
+  if (C10_UNLIKELY(it == made.end())) {
+    // the table names aten operators without their namespace; others by their qualified name (the
+    // simulator's own operators, which stand for work torch_npu does natively)
+    const std::string full = c10::toString(op.schema().operator_name());
+    const std::string key = full.rfind("aten::", 0) == 0 ? full.substr(6) : full;
+    const auto found = dtype_checks().find(key);
+    it = made.emplace(&op.schema(), Decided{native().count(key) > 0,
+                                            found == dtype_checks().end() ? nullptr : &found->second}).first;
+  }
+  return it->second;
+}
+
 }  // namespace
 
 bool npu_coverage_active() { return g_active; }
 
-// an operator outside the table at the fallback: what npu_cpu_fallback does before the CPU kernel runs
-void npu_cpu_fallback_check(const c10::OperatorHandle& op) {
-  // per thread: the decision for each operator is made once, without a lock on the hot path
-  thread_local std::unordered_map<const void*, bool> decided;
-  auto it = decided.find(&op.schema());
-  if (C10_LIKELY(it != decided.end() && it->second)) return;
+void npu_kernel_check(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const Decided& d = decided(op);
+  if (C10_UNLIKELY(d.checks != nullptr)) check_dtypes(*d.checks, op, stack);
+}
+
+// an operator at the fallback: torch_npu's dtype checks of its kernel, then, outside the table, what
+// npu_cpu_fallback does before the CPU kernel runs
+void npu_cpu_fallback_check(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const Decided& d = decided(op);
+  if (C10_UNLIKELY(d.checks != nullptr)) check_dtypes(*d.checks, op, stack);
+  if (C10_LIKELY(d.native)) return;
   const std::string name = c10::toString(op.schema().operator_name());
-  if (it == decided.end()) {
-    // the table names aten operators without their namespace; others by their qualified name (the
-    // simulator's own operators, which stand for work torch_npu does natively)
-    const bool is_native = native().count(name.rfind("aten::", 0) == 0 ? name.substr(6) : name) > 0;
-    it = decided.emplace(&op.schema(), is_native).first;
-    if (is_native) return;
-  }
   TORCH_CHECK(fallback_allowed(), "The operator '", name,
               "' would execute its main computation on CPU through dispatcher backend fallback because no kernel is "
               "registered for the NPU PrivateUse1 backend, but CPU fallback is disabled by TORCH_NPU_FALLBACK_CPU_DISABLE=1.",
@@ -132,6 +207,37 @@ void set_npu_native(const std::vector<std::string>& names, const std::vector<std
 }
 
 bool npu_native(const std::string& name) { return native().count(name) > 0; }
+
+void set_npu_dtype_checks(const std::vector<NpuDtypeCheck>& checks, const std::vector<std::string>& whole) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  dtype_checks().clear();
+  for (const NpuDtypeCheck& c : checks) {
+    DtypeCheck d;
+    for (const auto& [index, types] : c.when) {
+      std::bitset<128> set;
+      for (const c10::ScalarType t : types) set.set(static_cast<size_t>(t));
+      d.when.emplace_back(index, set);
+    }
+    d.before = c.before;
+    d.after = c.after;
+    d.shown = c.shown;
+    d.meta = c.meta;
+    d.code = c.code;
+    dtype_checks()[c.op].push_back(std::move(d));
+  }
+  // operators torch_npu runs as one kernel that PyTorch builds from a checked operator (a composite
+  // without a CPU kernel): whole on the CPU, as register_cpu_kernels_direct does for those with one,
+  // so the checked operator inside them is not seen as called
+  static torch::Library lib(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
+  for (const std::string& name : whole) {
+    const auto dot = name.find('.');
+    const c10::OperatorName opname("aten::" + name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
+    auto h = dispatcher.findOp(opname);
+    TORCH_CHECK(h && h->hasSchema(), "torch_npu_dtype_checks.json names '", name, "' to run whole, which this torch lacks");
+    if (h->hasKernelForDispatchKey(kKey)) continue;
+    lib.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  }
+}
 
 std::unordered_map<std::string, int64_t> npu_fallback_counts() {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -4,9 +4,10 @@ real torch_npu does with it.
 On with the migration report (`cudashim run --report`, CUDASHIM_REPORT) on the simulated NPU only:
 a TorchDispatchMode sees each operator where the NPU's dispatch key would (below autograd; a composite
 operator without an NPU kernel is decomposed into its parts, as it is on the NPU, also in inference mode) and notes, per operator and dtype, its
-status (coverage.status: native since which torch_npu, composite, CPU fallback, fails), the dtype
-rule of torch_npu's documentation it meets (torch_npu_dtypes.json), how often it ran, the first call
-site in user code, and the first error it raised. The report's JSON holds it under "npu_readiness";
+status (coverage.status: native since which torch_npu, composite, CPU fallback, fails; `fails` too
+where a dtype check of torch_npu's own kernel refused the call, coverage.refusal, cited under
+`dtype_check`), the dtype rule of torch_npu's documentation it meets (torch_npu_dtypes.json, reported
+only), how often it ran, the first call site in user code, and the first error it raised. The report's JSON holds it under "npu_readiness";
 stderr gets one summary line at exit. With the report off nothing here is loaded.
 """
 
@@ -24,7 +25,8 @@ from ..emulated.npu import coverage
 __all__ = ["install", "snapshot", "summary", "dtype_rule", "capture_refused", "CAPTURE_REFUSAL_MARK"]
 
 _DTYPES_PATH = coverage.TABLE_PATH.with_name("torch_npu_dtypes.json")
-# (op, dtype) -> [status, since, calls, first call site, dtype rule or None, first error or None]
+# (op, dtype) -> [status, since, calls, first call site, dtype rule or None, first error or None,
+#                torch_npu's dtype check that refused it or None]
 _seen: dict[tuple[str, str], list[Any]] = {}
 _lock = threading.Lock()
 _mode: Any = None
@@ -75,10 +77,14 @@ def _note(op: str, dtypes: tuple[str, ...], error: BaseException | None) -> None
         status = coverage.status(op)
         with _lock:
             e = _seen.setdefault(key, [status, coverage.native_since(op)[1], 0,
-                                       report.call_site() or "?", dtype_rule(op, dtypes), None])
+                                       report.call_site() or "?", dtype_rule(op, dtypes), None, None])
     e[2] += 1
     if error is not None and e[5] is None:
         e[5] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    if error is not None and e[6] is None:
+        check = coverage.refusal(op, error)
+        if check is not None:  # the NPU's kernel refuses these dtypes: the call fails there as here
+            e[0], e[6] = "fails", check
 
 
 def capture_refused(message: str) -> None:
@@ -130,13 +136,14 @@ def install(torch: Any) -> None:
 
 def snapshot() -> dict[str, Any]:
     ops = [{"op": f"aten::{op}", "dtypes": dtypes, "status": e[0], "native_since": e[1], "calls": e[2],
-            "first_call_site": e[3], "dtype_rule": e[4], "error": e[5]}
+            "first_call_site": e[3], "dtype_rule": e[4], "error": e[5], "dtype_check": e[6]}
            for (op, dtypes), e in sorted(_seen.items())]
     counts: dict[str, int] = {}
     for o in ops:
         counts[o["status"]] = counts.get(o["status"], 0) + 1
     t = coverage.table()
     return {"torch_npu": t["torch_npu"], "sources": t["sources"], "dtype_source": _dtype_rules()["source"],
+            "dtype_check_sources": coverage.dtype_checks()["sources"],
             "summary": counts, "dtype_rules_met": sum(1 for o in ops if o["dtype_rule"]),
             "errors": sum(1 for o in ops if o["error"]), "ops": ops,
             "graph_capture_refusals": [{"refusal": k, "calls": e[0], "first_call_site": e[1]}

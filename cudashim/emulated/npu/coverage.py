@@ -9,6 +9,11 @@ behaves as torch_npu's npu_cpu_fallback for every other operator (csrc/ops/npu_c
 status() says what a real torch_npu does with an operator reaching the NPU's dispatch key, in the
 dispatcher's order: its NPU kernel; else a composite kernel (whose parts are dispatched in turn);
 else the CPU fallback, which fails where the CPU has no kernel either.
+
+torch_npu_dtype_checks.json (checked against its sources by scripts/npu_dtype_checks.py) lists the dtype
+refusals torch_npu's own kernels make (a TORCH_CHECK in op-plugin's op_api kernel a 910B runs, cited by
+file and line); install() hands them to the core too, which refuses such a call with torch_npu's
+RuntimeError and message before anything runs. refusal() names the check behind such an error.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TABLE_PATH", "table", "native_since", "status", "install", "Status"]
+__all__ = ["TABLE_PATH", "CHECKS_PATH", "table", "dtype_checks", "native_since", "status", "refusal", "install", "Status"]
 
 TABLE_PATH = Path(__file__).resolve().parent / "torch_npu_ops.json"
+CHECKS_PATH = TABLE_PATH.with_name("torch_npu_dtype_checks.json")
 
 Status = str  # "native" | "composite" | "fallback" | "fails"
 
@@ -34,6 +40,71 @@ _COMPOSITE_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "Co
 def table() -> dict[str, Any]:
     """The committed table: {"ops": {name: since | None}, "sparse": [...], "sources": [...], ...}."""
     return json.loads(TABLE_PATH.read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def dtype_checks() -> dict[str, Any]:
+    """The committed checks: {"checks": [{"ops", "when", "message", "error", "path", "line", ...}], ...}."""
+    return json.loads(CHECKS_PATH.read_text())
+
+
+def _dtype_set(names: list[str], torch: Any) -> set[Any]:
+    """torch dtypes for the checks' names; @floating / @complex / @integral are c10's isFloatingType,
+    isComplexType and isIntegralType(includeBool=true)."""
+    every = {v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+    integral = {d for d in every if str(d).removeprefix("torch.") in
+                ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")}
+    groups = {"@floating": {d for d in every if d.is_floating_point}, "@complex": {d for d in every if d.is_complex},
+              "@integral": integral}
+    out: set[Any] = set()
+    for name in names:
+        if name in groups:
+            out |= groups[name]
+        else:
+            d = getattr(torch, name, None)
+            if not isinstance(d, torch.dtype):
+                raise ValueError(f"{CHECKS_PATH.name}: '{name}' is not a torch dtype nor one of {sorted(groups)}")
+            out.add(d)
+    return out
+
+
+def _compiled(torch: Any) -> list[tuple[Any, ...]]:
+    """The checks as the core takes them: (op, [(argument index, [dtype])], before, shown argument index,
+    shown as TypeMeta, after, error code) per operator and check."""
+    data = dtype_checks()
+    every = {v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+    out = []
+    for check in data["checks"]:
+        for op in check["ops"]:
+            name, _, overload = op.partition(".")
+            schema = getattr(getattr(torch.ops.aten, name), overload or "default")._schema
+            index = {a.name: i for i, a in enumerate(schema.arguments)}
+            when = []
+            for cond in check["when"]:
+                if cond["arg"] not in index:
+                    raise ValueError(f"{CHECKS_PATH.name}: aten::{op} has no argument '{cond['arg']}'")
+                dtypes = _dtype_set(cond["in"], torch) if "in" in cond else every - _dtype_set(cond["not_in"], torch)
+                when.append((index[cond["arg"]], sorted(dtypes, key=str)))
+            before, shown, meta, after = check["message"], -1, False, ""
+            if "{" in before:
+                before, _, rest = before.partition("{")
+                field, _, after = rest.partition("}")
+                arg, _, kind = field.partition(".")
+                shown, meta = index[arg], kind == "dtype"
+            out.append((op, when, before, shown, meta, after, data["error_codes"][check["error"]]))
+    return out
+
+
+def refusal(op: str, error: BaseException) -> dict[str, Any] | None:
+    """The check of torch_npu_dtype_checks.json behind `error`, raised by aten operator "name.overload" on the
+    simulated NPU, or None: {"message", "source"} (source: repository@commit:path:line)."""
+    first = str(error).splitlines()[0] if str(error) else ""
+    src = dtype_checks()["sources"][0]
+    for check in dtype_checks()["checks"]:
+        if op in check["ops"] and isinstance(error, RuntimeError) and first.startswith(check["message"].split("{")[0].splitlines()[0]):
+            return {"message": check["message"], "kernel": check["kernel"],
+                    "source": f"{src['repo']}@{src['commit'][:10]}:{check['path']}:{check['line']}"}
+    return None
 
 
 def native_since(op: str) -> tuple[bool, str | None]:
@@ -57,6 +128,10 @@ def status(op: str) -> Status:
 
 
 def install(core: Any) -> None:
-    """The core's fallback follows the table from now on (the simulated NPU's start, before any operator)."""
+    """The core's fallback follows the table and torch_npu's dtype checks from now on (the simulated NPU's
+    start, before any operator)."""
     t = table()
     core.set_npu_native(sorted(t["ops"]) + list(SIMULATOR_OPS), sorted(t["sparse"]))
+    import torch
+
+    core.set_npu_dtype_checks(_compiled(torch), dtype_checks()["run_whole"])
