@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import re
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -20,12 +21,19 @@ from typing import Any, Callable, Iterable, Iterator
 
 __all__ = ["CODES", "Case", "op_names", "select_ops", "run_op", "summarize"]
 
+# the error-code line torch_npu appends to its own refusals (formatErrorCode: "ERR01002 OPS invalid type");
+# the simulated NPU writes it as torch_npu does
+_NPU_REFUSAL = re.compile(r"\) ERR\d{5} (OPS|PTA) ")
+
 CODES = {
     "=": "equal: same bits, dtype and shape (or the same exception type on both)",
     "~": "close: within torch.testing.assert_close's default tolerance, not bitwise",
     "x": "differ: values beyond tolerance",
     "m": "meta: dtype, shape, layout or device of an output differs",
     "D": "the device raised, the CPU did not",
+    "n": "the simulated NPU refused as torch_npu's own code refuses (a dtype check of its kernel, cited in "
+         "cudashim/emulated/npu/torch_npu_dtype_checks.json, its error code in the message) where the CPU "
+         "runs the call: the NPU's outcome, not the CPU's (counted as equal)",
     "C": "the CPU raised, the device did not",
     "T": "both raised, different exception types",
     "M": "error input: the device did not raise",
@@ -306,6 +314,8 @@ def _run_pair(op: Any, sample: Any, device: str, seed: int, backward: bool, gen_
             return "=", ""
         return "T", f"CPU {_first_line(rc.error)} | device {_first_line(rd.error)}"
     if rd.error is not None:
+        if device.startswith("npu") and _NPU_REFUSAL.search(str(rd.error)):
+            return "n", _first_line(rd.error)
         return "D", _first_line(rd.error) + "\n" + rd.trace[-1500:]
     if rc.error is not None:
         return "C", _first_line(rc.error)
@@ -436,7 +446,8 @@ def _sparse(op: Any, name: str, device: str, wanted: set[str], samples: int | No
 
 def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Per mode: cases, count per code, the share equal (`=`; random ops' `r` count as equal: only their
-    shape and dtype are comparable; so do error inputs the device treats as the CPU does, `c`)."""
+    shape and dtype are comparable; so do error inputs the device treats as the CPU does, `c`, and the
+    simulated NPU's refusals in torch_npu's words, `n`)."""
     out: dict[str, Any] = {}
     for r in rows:
         m = out.setdefault(r["mode"], {"cases": 0, "codes": {}})
@@ -446,6 +457,6 @@ def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         m["cases"] += 1
         m["codes"][r["code"]] = m["codes"].get(r["code"], 0) + 1
     for m in out.values():
-        ok = m["codes"].get("=", 0) + m["codes"].get("r", 0) + m["codes"].get("c", 0)
+        ok = sum(m["codes"].get(c, 0) for c in "=rcn")
         m["equal_share"] = round(ok / m["cases"], 5) if m["cases"] else None
     return out
