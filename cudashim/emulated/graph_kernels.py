@@ -90,7 +90,9 @@ def launch(kernel: Callable[..., Any], kind: str, *args: Any) -> None:
 def cache_key_pass() -> Any:
     """A no-op post-grad pass whose uuid is this code's: Inductor's FX graph cache keys on it, so a
     wrapper generated without these calls (an older cudashim's, or the alias backend's) is never
-    loaded for the device, nor ours by them."""
+    loaded for the device, nor ours by them. The uuid also carries the thread count the C++ kernels
+    specialize on, which Inductor adds to the key only for graphs with CPU tensors: code compiled
+    under one thread count is never loaded under another, as for the CPU."""
     import os
 
     from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
@@ -102,6 +104,14 @@ def cache_key_pass() -> Any:
             return None
 
         def uuid(self) -> bytes:
-            return get_hash_for_files((os.path.join(here, "compile.py"), os.path.abspath(__file__)))
+            from torch._inductor import config
+            from torch._inductor.utils import parallel_num_threads
+
+            files = get_hash_for_files((os.path.join(here, "compile.py"), os.path.abspath(__file__)))
+            # Inductor's own rule (FxGraphHashDetails): the kernels specialize on the thread count unless
+            # it is fixed by config or left to the OpenMP runtime
+            if config.cpp.threads < 1 and not config.cpp.dynamic_threads:
+                return files + b"threads=%d" % parallel_num_threads()
+            return files
 
     return CacheKey()
