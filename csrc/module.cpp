@@ -113,6 +113,8 @@ py::list model_segments_list(c10::DeviceIndex index) {
     d["allocated_size"] = seg.allocated_size;
     d["requested_size"] = seg.requested_size;
     d["small"] = seg.small;
+    d["expandable"] = seg.expandable;
+    d["pool_id"] = py::make_tuple(seg.pool_id.first, seg.pool_id.second);
     py::list blocks;
     for (const auto& b : seg.blocks) {
       py::dict bd;

@@ -103,7 +103,8 @@ struct ModelSegment {
     bool allocated;
   };
   int64_t address = 0, total_size = 0, allocated_size = 0, requested_size = 0;
-  bool small = false;
+  bool small = false, expandable = false;
+  std::pair<uint64_t, uint64_t> pool_id{0, 0};  // the private pool's id; (0, 0): the default pool
   std::vector<Block> blocks;
 };
 bool model_active();

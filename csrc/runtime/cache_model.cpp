@@ -74,6 +74,7 @@ struct Pool {
   bool expandable[2] = {false, false};      // its expandable segment exists
   int use_count = 1;     // graphs using a private pool (beginAllocateToPool .. releasePool)
   int64_t segments = 0;  // segments it holds
+  std::pair<uint64_t, uint64_t> id{0, 0};  // its MempoolId_t; (0, 0) for the default pool
 };
 
 struct Block {
@@ -318,13 +319,27 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
   Pool* owner = &d.pool;
   if (capture.has_value()) {
     auto& p = d.private_pools[*capture];
-    if (!p) p = std::make_unique<Pool>();
+    if (!p) {
+      p = std::make_unique<Pool>();
+      p->id = *capture;
+    }
     owner = p.get();
   }
   auto& pool = owner->free[small ? 1 : 0];
   Block probe{0, size, 0, small};
   Block* block = nullptr;
   auto it = pool.lower_bound(&probe);  // the smallest block that fits, lowest address first
+  if (it != pool.end() && g_expandable && (*it)->expandable) {
+    // get_free_block: an expandable segment's block counts as large as it can grow (the unmapped range
+    // after it included), so the blocks that end at unmapped space go last among those that fit
+    auto expandable_size = [](const Block* b) {
+      return b->size + (b->next != nullptr && !b->next->mapped ? b->next->size : 0);
+    };
+    for (auto next = std::next(it); (*it)->expandable && next != pool.end() &&
+                                    expandable_size(*next) < expandable_size(*it);) {
+      it = next++;
+    }
+  }
   if (it != pool.end()) {
     block = *it;
     pool.erase(it);
@@ -364,6 +379,7 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
   const int64_t remaining = block->size - size;
   const bool split = small || g_expandable ? remaining >= kMinBlockSize : remaining > kSmallSize;
   const bool already_split = block->is_split();
+  const bool counts_split = !block->expandable;  // expandable segments' blocks are not "inactive split"
   if (split) {
     Block* rest = block;
     block = new Block{rest->addr, size, 0, small, false, owner};
@@ -375,13 +391,13 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
     rest->addr += size;
     rest->size -= size;
     pool.insert(rest);
-    if (already_split) {
+    if (already_split && counts_split) {
       change(d, kInactiveSplitBytes, small, -size);  // an inactive split block shrinks by `size`
-    } else {
+    } else if (counts_split) {
       change(d, kInactiveSplitBytes, small, rest->size);
       change(d, kInactiveSplit, small, 1);
     }
-  } else if (already_split) {
+  } else if (already_split && counts_split) {
     change(d, kInactiveSplitBytes, small, -block->size);
     change(d, kInactiveSplit, small, -1);
   }
@@ -420,8 +436,10 @@ void model_free(c10::DeviceIndex index, void* handle) {
     split_blocks += 1;
     split_bytes += block->size;
   }
-  change(d, kInactiveSplit, small, split_blocks);
-  change(d, kInactiveSplitBytes, small, split_bytes);
+  if (!block->expandable) {
+    change(d, kInactiveSplit, small, split_blocks);
+    change(d, kInactiveSplitBytes, small, split_bytes);
+  }
   change(d, kActive, small, -1);
   change(d, kActiveBytes, small, -size);
   change(d, kRequestedBytes, small, -requested);
@@ -433,6 +451,7 @@ void model_pool_begin(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id) 
   auto& p = d.private_pools[id];
   if (!p) {
     p = std::make_unique<Pool>();
+    p->id = id;
   } else {
     p->use_count += 1;
   }
@@ -493,25 +512,38 @@ std::vector<ModelSegment> model_segments(c10::DeviceIndex index) {
         if (b->prev == nullptr) heads.push_back(b);
       }
     }
+    for (const auto& ranges : pool.unmapped) {  // an expandable segment whose first pages are unmapped
+      for (const Block* b : ranges) {
+        if (b->prev == nullptr) heads.push_back(b);
+      }
+    }
   };
   add(d.pool);
   for (const auto& [id, p] : d.private_pools) add(*p);
   std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->addr < b->addr; });
   std::vector<ModelSegment> out;
   for (const Block* h : heads) {
-    ModelSegment seg;
-    seg.address = h->addr;
-    seg.small = h->small;
-    for (const Block* b = h; b != nullptr; b = b->next) {
-      if (!b->mapped) continue;  // an expandable segment's unmapped range
-      seg.blocks.push_back({b->addr, b->size, b->requested, b->allocated});
-      seg.total_size += b->size;
-      if (b->allocated) {
-        seg.allocated_size += b->size;
-        seg.requested_size += b->requested;
+    // an expandable segment is listed as one segment per run of mapped blocks, as CUDA's snapshot does
+    for (const Block* b = h; b != nullptr;) {
+      if (!b->mapped) {
+        b = b->next;
+        continue;
       }
+      ModelSegment seg;
+      seg.address = b->addr;
+      seg.small = b->small;
+      seg.expandable = b->expandable;
+      seg.pool_id = b->pool->id;
+      for (; b != nullptr && b->mapped; b = b->next) {
+        seg.blocks.push_back({b->addr, b->size, b->requested, b->allocated});
+        seg.total_size += b->size;
+        if (b->allocated) {
+          seg.allocated_size += b->size;
+          seg.requested_size += b->requested;
+        }
+      }
+      out.push_back(std::move(seg));
     }
-    out.push_back(std::move(seg));
   }
   return out;
 }

@@ -109,8 +109,9 @@ class MemoryTable:
                 out.append({"device": dev, "address": seg["address"], "total_size": seg["total_size"],
                             "allocated_size": seg["allocated_size"], "active_size": seg["allocated_size"],
                             "requested_size": seg["requested_size"], "stream": 0,
-                            "segment_type": "small" if seg["small"] else "large", "segment_pool_id": (0, 0),
-                            "is_expandable": False, "frames": [], "blocks": blocks})
+                            "segment_type": "small" if seg["small"] else "large",
+                            "segment_pool_id": tuple(seg["pool_id"]), "is_expandable": bool(seg["expandable"]),
+                            "frames": [], "blocks": blocks})
         return out
 
     def memory_snapshot(self, mempool_id: Any = None, include_traces: bool = True) -> list[Any]:

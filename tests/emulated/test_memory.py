@@ -191,3 +191,29 @@ def test_expandable_segments_map_pages() -> None:
     assert _last_json(r.stdout) == [
         [a, 20 * MiB], [a + b, 20 * MiB], [a + b + c, 40 * MiB], [a + b + c + d, 42 * MiB],
         [a + c + d, 42 * MiB], [d, 2 * MiB], [0, 0]], r.stdout
+
+
+EXPANDABLE_BEST_FIT = r"""
+import json, torch
+MiB = 2**20
+u8 = lambda n: torch.empty(n, dtype=torch.uint8, device="cuda")
+x = u8(8 * MiB)      # the large pool's first 20 MiB page: x, then a free 12 MiB that ends at unmapped space
+y = u8(6 * MiB)      # from that block: 6 MiB free left at the end of the mapped pages
+del x                # a free 8 MiB block at the start, inside the mapped pages
+z = u8(5 * MiB)      # fits both; the 8 MiB block, since the end block counts as large as it can grow
+w = u8(7 * MiB)      # 3 MiB and 6 MiB left free: no fit, so the end block grows by a page
+print(json.dumps([torch.cuda.memory_allocated(), torch.cuda.memory_reserved()]))
+"""
+
+
+def test_expandable_segments_best_fit_counts_growth() -> None:
+    # CUDACachingAllocator's get_free_block: with expandable segments, a free block followed by the
+    # segment's unmapped range counts as large as it can grow, so a smaller-looking free block elsewhere
+    # that fits is taken first and the end block stays for requests nothing else fits
+    r = run_python(["-c", EXPANDABLE_BEST_FIT],
+                   {"CUDASHIM_PROFILE": "h200", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    MiB = 2**20
+    # z at the start (3 MiB left there), w in the 6 MiB end block grown by one 20 MiB page
+    assert _last_json(r.stdout) == [18 * MiB, 40 * MiB], r.stdout
+
