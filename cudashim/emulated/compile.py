@@ -30,6 +30,11 @@ from cudashim.emulated import graph_kernels as _cudashim_graph_kernels
 _cudashim_capturing = _cudashim_graph_kernels.capture_check()
 _cudashim_graph_kernel = _cudashim_graph_kernels.launch
 '''
+# the device's C++ kernels take the memory Triton's autotuning takes at their first launch (autotune_once)
+_AUTOTUNE = '''
+from cudashim.emulated.compile import autotune_once as _cudashim_autotune_once
+_cudashim_tuned = _cudashim_autotune_once.tuned(__file__)
+'''
 
 
 def empty_strided(device: str) -> Callable[..., Any]:
@@ -59,6 +64,10 @@ def _wrapper_class(device: str = "cuda") -> type:
             call = self.wrap_kernel_call(kernel_name, call_args)  # type: ignore[attr-defined]
             on = kwargs.get("device") or V.graph.get_current_device_or_throw()
             if recordable and on.type == device:  # CPU work is not captured (it runs at once, as on CUDA)
+                mutated = getattr(self, "_cudashim_autotuned", {}).get(kernel_name)
+                if device == "cuda" and mutated is not None:
+                    self.writeline(f"if {kernel_name!r} not in _cudashim_tuned: _cudashim_autotune_once("  # type: ignore[attr-defined]
+                                   f"_cudashim_tuned, {kernel_name!r}, ({''.join(m + ', ' for m in mutated)}))")
                 kind = graph_kernels.kinds(kwargs.get("arg_types"), len(call_args))
                 self.writeline(f"if _cudashim_capturing(): _cudashim_graph_kernel({kernel_name}, {kind!r}, "  # type: ignore[attr-defined]
                                f"{', '.join(map(str, call_args))})")
@@ -85,8 +94,145 @@ def _wrapper_class(device: str = "cuda") -> type:
             self.header.splice(_EMPTY_STRIDED.format(device), strip=True)
             if recordable:
                 self.header.splice(_CAPTURE, strip=True)
+            if device == "cuda":
+                self.header.splice(_AUTOTUNE, strip=True)
 
     return EmulatedWrapperCodegen
+
+
+def _scheduling_class() -> type:
+    """The C++ scheduling of the device: as the CPU's, and each kernel call tells the wrapper which of
+    its arguments the kernel mutates (what Triton's autotuning clones, autotune_once)."""
+    from torch._inductor.codegen.cpp import CppScheduling, KernelGroup
+
+    class MutationsKernelGroup(KernelGroup):
+        def call_kernel(self, wrapper: Any, kernel_name: str) -> None:
+            # read when the wrapper writes the call, which can be after this returns (its lines are
+            # generated at the end); a kernel's name is unique in its wrapper
+            if _autotunes(self):
+                if not hasattr(wrapper, "_cudashim_autotuned"):
+                    wrapper._cudashim_autotuned = {}
+                wrapper._cudashim_autotuned[kernel_name] = _mutated_args(self)
+            super().call_kernel(wrapper, kernel_name)
+
+    class EmulatedCppScheduling(CppScheduling):
+        def reset_kernel_group(self) -> None:
+            self.kernel_group = MutationsKernelGroup()
+
+    return EmulatedCppScheduling
+
+
+def _autotunes(group: Any) -> bool:
+    """Whether Inductor's Triton kernel for these nodes has more than one config, so autotunes: a
+    reduction always; a pointwise kernel unless triton.autotune_pointwise is off (its one config then)."""
+    from torch._inductor import config
+
+    if config.triton.autotune_pointwise or config.max_autotune or config.max_autotune_pointwise:
+        return True
+    return any(node.is_reduction() for node in group.scheduled_nodes)
+
+
+def _mutated_args(group: Any) -> list[str]:
+    """The wrapper's names of the buffers a kernel mutates, as Triton's code generator lists its
+    mutated_arg_names: the buffers its nodes' outputs mutate that are its inputs, in-place buffers or
+    outputs."""
+    from torch._inductor.codegen.common import RemovedArg
+
+    mutations: dict[str, None] = {}
+    for node in group.scheduled_nodes:
+        for buf in node.get_outputs():
+            mutations.update(dict.fromkeys(buf.get_mutations()))
+    args, out = group.args, []
+    for name in mutations:
+        inplaced = args.inplace_buffers.get(name)
+        if inplaced is not None and not isinstance(inplaced, RemovedArg):
+            out.append(inplaced.other_names[-1])
+        elif name in args.input_buffers or (name in args.output_buffers
+                                            and not isinstance(args.output_buffers[name], RemovedArg)):
+            out.append(name)
+    return list(dict.fromkeys(out))
+
+
+class _AutotuneOnce:
+    """What a GPU allocates where Inductor's Triton kernel for this C++ kernel autotunes: at the
+    kernel's first launch in the process (none where the autotuned choice was cached on disk by an
+    earlier process), CachingAutotuner.run benchmarks each of its configs (bench); for each, the
+    arguments the kernel mutates are cloned for every launch unless the clone would raise the peak
+    allocated memory (copy_args_to_cpu_if_needed: then they are copied to the host), and
+    InductorBenchmarker.benchmark_gpu, after a first launch, allocates an int32 buffer of the device's
+    L2 cache size to flush the cache between launches and frees it at the end. Here the device makes the
+    same allocations, in that order, through its allocator: on a profiled device only (its statistics are
+    then CUDA's), not while a graph is captured (where CUDA would not benchmark)."""
+
+    CONFIGS = 2  # a pointwise kernel's two configs (bs and bs // 2); reductions have more, same allocations
+
+    def tuned(self, wrapper_file: str) -> set[str]:
+        """The kernels of this compiled module autotuned by an earlier process (its cache on disk)."""
+        try:
+            with open(_tuned_path(wrapper_file)) as f:
+                names = {line.strip() for line in f if line.strip()}
+        except OSError:
+            names = set()
+        return _TunedSet(wrapper_file, names)
+
+    def __call__(self, tuned: set[str], kernel: str, mutated: tuple[Any, ...]) -> None:
+        import torch
+
+        tuned.add(kernel)
+        from ._build import load
+
+        core = load("CUDA")
+        if not core.model_active() or torch.cuda.is_current_stream_capturing():
+            return
+        device = mutated[0].device if mutated else torch.device("cuda", torch.cuda.current_device())
+        l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+        tensors = [t for t in mutated if isinstance(t, torch.Tensor)]
+        for _ in range(self.CONFIGS):
+            budget = torch.cuda.max_memory_allocated(device) - torch.cuda.memory_allocated(device)
+            clone: list[int] = []
+            for t in tensors:
+                size = _storage_bytes(t)
+                if size <= budget:
+                    budget -= size
+                    clone.append(size)
+            copies = [torch.empty(n, dtype=torch.uint8, device=device) for n in clone]
+            del copies  # the first launch's clones (clone_preserve_strides), freed with it
+            buffer = torch.empty(l2 // 4, dtype=torch.int, device=device) if l2 >= 4 else None
+            copies = [torch.empty(n, dtype=torch.uint8, device=device) for n in clone]
+            del copies, buffer  # each timed launch's clones, then the flush buffer
+
+
+def _storage_bytes(t: Any) -> int:
+    """compute_required_storage_length(size, stride, 0) * element_size: the elements a view spans."""
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * s for n, s in zip(t.size(), t.stride()))) * t.element_size()
+
+
+def _tuned_path(wrapper_file: str) -> str:
+    return wrapper_file + ".cudashim-tuned"
+
+
+class _TunedSet(set):  # type: ignore[type-arg]
+    """A compiled module's autotuned kernels, each written down beside the module (Inductor's cache) as
+    the autotuned choice is on a GPU."""
+
+    def __init__(self, wrapper_file: str, names: set[str]) -> None:
+        super().__init__(names)
+        self._path = _tuned_path(wrapper_file)
+
+    def add(self, name: str) -> None:
+        if name in self:
+            return
+        super().add(name)
+        try:
+            with open(self._path, "a") as f:
+                f.write(name + "\n")
+        except OSError:
+            pass  # a read-only cache: the next process tunes again, as a GPU's would
+
+
+autotune_once = _AutotuneOnce()
 
 
 def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Callable[[Any], None]], None]) -> None:
@@ -106,11 +252,10 @@ def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Ca
         if not is_active():
             return
         from torch._inductor.codegen.common import register_backend_for_device
-        from torch._inductor.codegen.cpp import CppScheduling
         from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 
         # the no-op pass keys Inductor's cache on this wrapper's code (graph_kernels.cache_key_pass)
-        register_backend_for_device("cuda", CppScheduling, _wrapper_class(), CppWrapperCpu,
+        register_backend_for_device("cuda", _scheduling_class(), _wrapper_class(), CppWrapperCpu,
                                     device_custom_pass=graph_kernels.cache_key_pass())
         use_cpp_backend()
 

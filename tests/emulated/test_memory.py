@@ -217,3 +217,63 @@ def test_expandable_segments_best_fit_counts_growth() -> None:
     # z at the start (3 MiB left there), w in the 6 MiB end block grown by one 20 MiB page
     assert _last_json(r.stdout) == [18 * MiB, 40 * MiB], r.stdout
 
+
+COMPILED_AUTOTUNE = r"""
+import json, torch
+MiB = 2**20
+seen = []
+def note():
+    seen.append([torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), torch.cuda.max_memory_allocated()])
+f = torch.compile(lambda x: x * 2 + 1)
+x = torch.ones(MiB // 4, device="cuda")                # 1 MiB: a 2 MiB segment of the small pool
+torch.cuda.reset_peak_memory_stats()
+y = f(x); note()                                       # first launch: autotuned
+del y; y = f(x); note()                                # tuned: nothing more
+l2 = torch.cuda.get_device_properties(0).L2_cache_size
+print(json.dumps({"l2": l2, "seen": seen, "segments": sorted(s["total_size"] for s in torch.cuda.memory_snapshot())}))
+"""
+
+COMPILED_MUTATION = r"""
+import json, torch
+MiB = 2**20
+@torch.compile
+def bump(x):
+    x.add_(1)
+big = torch.empty(64 * MiB, dtype=torch.uint8, device="cuda"); del big   # a cached 64 MiB segment; peak 64 MiB
+x = torch.zeros(MiB, device="cuda")                                     # 4 MiB, from that segment
+bump(x)
+large = torch.cuda.memory_stats()["reserved_bytes.large_pool.current"]  # (compiling allocates small tensors too)
+print(json.dumps([torch.cuda.memory_allocated(), large, torch.cuda.max_memory_allocated()]))
+"""
+
+
+def _compiled_run(code: str, cache) -> dict:
+    r = run_python(["-c", code], {"CUDASHIM_PROFILE": "h200", "TORCHINDUCTOR_CACHE_DIR": str(cache),
+                                  "TRITON_CACHE_DIR": str(cache / "triton")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return _last_json(r.stdout)
+
+
+def test_compiled_kernel_autotunes_at_first_launch(tmp_path) -> None:
+    # a Triton kernel with more than one config is benchmarked at its first launch, and
+    # InductorBenchmarker.benchmark_gpu flushes the L2 cache with an int32 buffer of its size (the
+    # h200's 60 MiB), allocated while the kernel's input and output are, then freed and kept cached
+    MiB = 2**20
+    got = _compiled_run(COMPILED_AUTOTUNE, tmp_path / "inductor")
+    l2 = got["l2"]
+    assert REAL_CUDA or l2 == 60 * MiB  # the h200 profile's L2 cache
+    assert got["seen"] == [[2 * MiB, 2 * MiB + l2, 2 * MiB + l2]] * 2, got
+    assert got["segments"] == [2 * MiB, l2], got
+    # a second process finds the autotuned choice in the cache and benchmarks nothing
+    again = _compiled_run(COMPILED_AUTOTUNE, tmp_path / "inductor")
+    assert again["seen"] == [[2 * MiB, 2 * MiB, 2 * MiB]] * 2, again
+
+
+def test_compiled_kernel_autotuning_clones_mutated_args(tmp_path) -> None:
+    # CachingAutotuner.bench clones the arguments a kernel mutates for every launch, while the clone
+    # stays under the peak allocated memory (copy_args_to_cpu_if_needed): x (4 MiB) from the cached
+    # 64 MiB segment; its clone from the 60 MiB left, then, with the flush buffer holding those 60 MiB,
+    # from a new 20 MiB segment (the large pool's reserved memory: 64 + 20 MiB)
+    MiB = 2**20
+    got = _compiled_run(COMPILED_MUTATION, tmp_path / "inductor")
+    assert got == [4 * MiB, 84 * MiB, 68 * MiB], got
