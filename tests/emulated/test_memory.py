@@ -110,7 +110,7 @@ def test_profile_refusals() -> None:
     # an NPU profile for the cuda device, and the allocator APIs the device does not keep
     code = ("import torch\n"
             "from cudashim.errors import CapabilityError\n"
-            "for f in (torch.cuda.MemPool, lambda: torch.cuda.memory._record_memory_history()):\n"
+            "for f in (lambda: torch.cuda.MemPool(use_on_oom=True), lambda: torch.cuda.memory._record_memory_history()):\n"
             "    try: f()\n"
             "    except CapabilityError as e: print('refused', str(e)[:60])\n")
     r = run_python(["-c", code])
@@ -277,3 +277,32 @@ def test_compiled_kernel_autotuning_clones_mutated_args(tmp_path) -> None:
     MiB = 2**20
     got = _compiled_run(COMPILED_MUTATION, tmp_path / "inductor")
     assert got == [4 * MiB, 84 * MiB, 68 * MiB], got
+
+
+MEMPOOL = r"""
+import json, torch
+MiB = 2**20
+pool = torch.cuda.MemPool()
+out = [pool.use_count()]
+with torch.cuda.use_mem_pool(pool):
+    out.append(pool.use_count())
+    x = torch.empty(MiB, dtype=torch.uint8, device="cuda")   # the pool's own 2 MiB segment
+y = torch.empty(MiB, dtype=torch.uint8, device="cuda")       # the default pool's: x's segment is the pool's
+out += [pool.use_count(), torch.cuda.memory_reserved(), sorted(seg["total_size"] for seg in pool.snapshot())]
+del x
+torch.cuda.empty_cache()                                     # the pool lives: its segment stays
+out.append(torch.cuda.memory_reserved())
+del pool
+torch.cuda.empty_cache()                                     # gone: its free segment goes back
+out.append(torch.cuda.memory_reserved())
+print(json.dumps(out))
+"""
+
+
+def test_mem_pool_takes_allocations_into_its_own_segments() -> None:
+    # torch.cuda.MemPool / use_mem_pool: the thread's allocations go to the pool (segments of its own,
+    # reserved while it lives); the pool counts its creator and each use_mem_pool block as users
+    r = run_python(["-c", MEMPOOL], {"CUDASHIM_PROFILE": "h200"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    MiB = 2**20
+    assert _last_json(r.stdout) == [1, 2, 1, 4 * MiB, [2 * MiB], 4 * MiB, 2 * MiB], r.stdout
