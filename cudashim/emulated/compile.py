@@ -143,7 +143,8 @@ def _autotunes(group: Any) -> bool:
     triton_heuristics chooses them outside max-autotune: a pointwise kernel has two while
     triton.autotune_pointwise is on (the default). A reduction, by the nodes' one hint
     (SIMDKernelFeatures.get_reduction_hint): OUTER or OUTER_TINY, one; INNER over 256 elements or more,
-    one (a looped reduction's contiguous config, a persistent one's first); otherwise a persistent
+    one (a looped reduction's contiguous config, a persistent one's first), two for a looped one that
+    reads its input more than once over 2048 to 32768 elements; otherwise a persistent
     reduction (up to 1024 elements) has one config per XBLOCK of 1, 8, 32, 128 that fits its rows and
     4096 elements, so one below 8 rows, and a looped reduction several."""
     from torch._inductor import config
@@ -163,7 +164,9 @@ def _autotunes(group: Any) -> bool:
     rnumel = max(_hint(n.node.get_reduction_size()) for n in reductions)
     xnumel = max(_hint(n.node.get_size()) for n in reductions)
     if hint == ReductionHint.INNER and rnumel >= 256:
-        return False
+        # a looped reduction over 2048 to 32768 elements that reads its input more than once (more than
+        # one reduction: softmax, log-softmax) gets a persistent config added (add_persistent_rblock)
+        return 2048 < rnumel <= 32768 and len(reductions) > 1
     if rnumel <= 1024:  # persistent
         return xnumel >= 8 and rnumel * 8 <= 4096
     return True
