@@ -287,6 +287,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pool_end_thread", [](py::handle d, Pool id) { mempool_end_thread(index_arg(d), id); });
   m.def("pool_retain", [](py::handle d, Pool id) { mempool_retain(index_arg(d), id); });
   m.def("pool_release", [](py::handle d, Pool id) { mempool_release(index_arg(d), id); });
+  m.def("pool_empty_cache", [](py::handle d, Pool id) {
+    if (model_active()) model_empty_pool_cache(index_arg(d), {id.first, id.second});
+  });
   m.def("pool_allocated", [](py::handle d, Pool id) { return mempool_allocated(index_arg(d), id); });
   m.def("generator_graph_state", [](py::handle d) { return generator_graph_state(index_arg(d)); });
   m.def("pool_set_state", [storage](py::handle d, Pool id, const std::vector<int64_t>& allocated,

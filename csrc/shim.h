@@ -116,6 +116,8 @@ void model_free(c10::DeviceIndex index, void* block);
 int64_t model_size(const void* block);
 int64_t model_allocation_size(size_t n);  // the segment a request of n bytes would ask the device for
 void model_empty_cache();
+// emptyCache(mempool_id): the whole free segments of that private pool, once no one uses it, go back
+void model_empty_pool_cache(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id);
 ModelStats model_stats(c10::DeviceIndex index);
 void model_reset_peak(c10::DeviceIndex index);
 void model_reset_accumulated(c10::DeviceIndex index);

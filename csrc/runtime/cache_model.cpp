@@ -490,6 +490,16 @@ void model_empty_cache() {
   }
 }
 
+void model_empty_pool_cache(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto it = d.private_pools.find(id);
+  if (it == d.private_pools.end() || it->second->use_count > 0) return;
+  Pool& p = *it->second;
+  release_whole(d, p);
+  if (p.segments == 0 && p.expandable[0].empty() && p.expandable[1].empty()) d.private_pools.erase(it);
+}
+
 ModelStats model_stats(c10::DeviceIndex index) {
   Device& d = g_devices[index];
   std::lock_guard<std::mutex> lock(d.mutex);

@@ -255,7 +255,7 @@ def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable
         """torch.cuda.MemPool: a private pool of the device (csrc/graphs/pools.cpp, the pools CUDA graphs
         use), named by an id as graph_pool_handle() makes one; torch.cuda.use_mem_pool routes the
         thread's allocations to it. It holds its memory while it lives (counted in memory_reserved());
-        once it is gone its free segments go back at the next empty_cache(). A custom allocator,
+        when it goes, its free segments go back (MemPool's destructor empties its cache). A custom allocator,
         use_on_oom and no_split are not kept: CapabilityError."""
 
         def __init__(self, allocator: Any = None, use_on_oom: bool = False, no_split: bool = False) -> None:
@@ -295,6 +295,7 @@ def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable
                 graph_trees.pool_users.pop(key, None)
             try:
                 core.pool_release(self._device, self._id)  # releasePool
+                core.pool_empty_cache(self._device, self._id)  # emptyCache(id): its free segments go back
             except Exception:  # noqa: BLE001 - at interpreter exit the core may be gone
                 pass
 

@@ -292,8 +292,7 @@ out += [pool.use_count(), torch.cuda.memory_reserved(), sorted(seg["total_size"]
 del x
 torch.cuda.empty_cache()                                     # the pool lives: its segment stays
 out.append(torch.cuda.memory_reserved())
-del pool
-torch.cuda.empty_cache()                                     # gone: its free segment goes back
+del pool                                                     # its free segment goes back with it
 out.append(torch.cuda.memory_reserved())
 print(json.dumps(out))
 """
