@@ -4,9 +4,11 @@ emulated device under a profile.
     CUDASHIM_DISABLE=1 python benchmarks/memory_trace.py OUT.json                      # on the GPU
     python -m cudashim run --profile h200 benchmarks/memory_trace.py OUT.json          # emulated
     python benchmarks/memory_trace.py --compare GPU.json EMULATED.json [--json RESULT.json]
+    ... memory_trace.py --detail DIR --programs a,b OUT.json    # also DIR/NAME.json per program (below)
 
-Programs (each in a fresh process of the same interpreter and environment, so none inherits
-another's cache, cuBLAS workspaces or compiled code; `--programs a,b` picks some):
+Programs (each in a fresh process of the same interpreter and environment, with a compiler cache of
+its own, so none inherits another's cache, cuBLAS workspaces or compiled code; `--programs a,b`
+picks some):
   allocations           a fixed sequence of allocations and frees (sizes around every boundary of the
                         allocator: 512 bytes, 1 MiB, 10 MiB, 2 MiB rounding), then a seeded random one
   allocations_expandable  the same under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -25,6 +27,12 @@ buffers are not what is compared; the engine's are). After each step the JSON ho
 memory_allocated(), memory_reserved(), max_memory_allocated() and max_memory_reserved().
 --compare prints, per program, the steps whose four numbers differ (exits 1 when any do) and with
 --json writes the comparison.
+
+--detail DIR also writes, per program, DIR/NAME.json: memory_snapshot()'s segments after every step
+(pool id, small or large, size, and each block's size, negative when free) and, where the allocator
+records history (a GPU), its trace: every allocation, free and segment event with its time and, for
+segment events and allocations of 512 KiB or more, the innermost Python frames that made it. The
+step times (the trace's clock) place the events between steps.
 """
 
 from __future__ import annotations
@@ -310,18 +318,115 @@ PROGRAMS = {f.__name__: f for f in (allocations, allocations_expandable, mlp, tr
 ENV = {"allocations_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
 
 
-def run_one(name: str, model: str | None, out: str) -> None:
+def _segments(torch: Any) -> list[list[Any]]:
+    """memory_snapshot()'s segments in address order: [pool id, "small"/"large", size, blocks], a block
+    by its size, negative when free."""
+    return [[list(s.get("segment_pool_id") or (0, 0)), s.get("segment_type", ""), s["total_size"],
+             [b["size"] if b["state"] == "active_allocated" else -b["size"] for b in s["blocks"]]]
+            for s in sorted(torch.cuda.memory_snapshot(), key=lambda s: s["address"])]
+
+
+def _frames(entry: dict[str, Any], keep: int = 12) -> list[str]:
+    out = []
+    for fr in entry.get("frames", [])[:keep]:
+        path = str(fr.get("filename", ""))
+        for marker in ("site-packages/", "dist-packages/", "benchmarks/"):
+            if marker in path:
+                path = path.split(marker, 1)[1]
+                break
+        out.append(f"{path}:{fr.get('line')}:{fr.get('name')}")
+    return out
+
+
+def _history(torch: Any) -> list[list[Any]] | None:
+    """The allocator's recorded trace, or None where it keeps none."""
+    try:
+        snap = torch.cuda.memory._snapshot()
+    except Exception:
+        return None
+    out = []
+    for trace in snap.get("device_traces", []):
+        for e in trace:
+            action, size = e.get("action"), int(e.get("size", 0))
+            keep = action.startswith("segment") or (action == "alloc" and size >= 512 * 1024)
+            out.append([action, int(e.get("addr", 0)), size, int(e.get("stream", 0)), int(e.get("time_us", 0)),
+                        _frames(e) if keep else []])
+    return out
+
+
+def _watch_autotuning(torch: Any, events: list[list[Any]]) -> None:
+    """Where Inductor's Triton kernels are (a GPU): each kernel's first launch with its number of configs,
+    and each autotuning with its mutated arguments, as [what, kernel, configs, mutated, allocated, time]."""
+    import time
+
+    try:
+        from torch._inductor.runtime import triton_heuristics as th
+    except Exception:
+        return
+    tuner = th.CachingAutotuner
+    run, bench_all = tuner.run, tuner.benchmark_all_configs
+    seen: set[int] = set()
+
+    def note(what: str, self: Any) -> None:
+        events.append([what, self.inductor_meta.get("kernel_name", self.fn.__name__), len(self.launchers),
+                       sorted(self.mutated_arg_names), torch.cuda.memory_allocated(), int(time.time() * 1e6)])
+
+    def first_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if id(self) not in seen:
+            seen.add(id(self))
+            if not self.launchers:
+                self.precompile()
+            note("launch", self)
+        return run(self, *args, **kwargs)
+
+    def benchmark_all_configs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        note("autotune", self)
+        return bench_all(self, *args, **kwargs)
+
+    tuner.run = first_run
+    tuner.benchmark_all_configs = benchmark_all_configs
+
+
+def run_one(name: str, model: str | None, out: str, detail: str | None = None) -> None:
+    import time
+
     import torch
 
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     steps: list[list[Any]] = []
-    PROGRAMS[name](torch, lambda label: steps.append([label, *_numbers(torch)]), model)
+    snaps: list[list[Any]] = []
+    kernels: list[list[Any]] = []
+    if detail:
+        _watch_autotuning(torch, kernels)
+        try:
+            torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
+        except Exception as e:  # the emulated device keeps no history; the segments still come
+            print(f"{name}: no allocation history ({type(e).__name__})", file=sys.stderr)
+
+    def record(label: str) -> None:
+        steps.append([label, *_numbers(torch)])
+        if detail:
+            snaps.append([label, int(time.time() * 1e6), _segments(torch)])
+
+    PROGRAMS[name](torch, record, model)
     with open(out, "w") as f:
         json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "steps": steps}, f)
+    if detail:
+        Path(detail).mkdir(parents=True, exist_ok=True)
+        with open(Path(detail) / f"{name}.json", "w") as f:
+            json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "steps": snaps,
+                       "trace": _history(torch), "kernels": kernels}, f)
 
 
-def main(out: str, names: list[str], model: str | None) -> int:
+def _fresh_caches(tmp: str, name: str) -> dict[str, str]:
+    """A compiler cache of the program's own: Inductor keeps each kernel's autotuned config on disk, and
+    a kernel whose config it finds there is not autotuned again (its benchmarking allocates)."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / f"inductor-{name}"),
+            "TRITON_CACHE_DIR": str(Path(tmp) / f"triton-{name}")}
+
+
+def main(out: str, names: list[str], model: str | None, detail: str | None = None) -> int:
     result: dict[str, Any] = {"programs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         if model is None and any(n.startswith("nano_vllm") for n in names):
@@ -329,8 +434,9 @@ def main(out: str, names: list[str], model: str | None) -> int:
             subprocess.run([sys.executable, __file__, "--checkpoint", model], check=True)
         for name in names:
             part = str(Path(tmp) / f"{name}.json")
-            proc = subprocess.run([sys.executable, __file__, "--program", name, "--model", model or "", part],
-                                  env={**os.environ, **ENV.get(name, {})})
+            proc = subprocess.run([sys.executable, __file__, "--program", name, "--model", model or "", part,
+                                   *(["--detail", str(Path(detail).resolve())] if detail else [])],
+                                  env={**os.environ, **ENV.get(name, {}), **_fresh_caches(tmp, name)})
             if proc.returncode != 0:
                 print(f"{name}: failed (exit {proc.returncode})", file=sys.stderr)
                 result["programs"][name] = {"columns": COLUMNS, "steps": [], "error": f"exit {proc.returncode}"}
@@ -380,19 +486,21 @@ if __name__ == "__main__":
     if len(argv) == 2 and argv[0] == "--checkpoint":
         build_checkpoint(Path(argv[1]))
         sys.exit(0)
-    if len(argv) == 5 and argv[0] == "--program":
-        run_one(argv[1], argv[3] or None, argv[4])
+    if len(argv) in (5, 7) and argv[0] == "--program":
+        run_one(argv[1], argv[3] or None, argv[4], argv[6] if len(argv) == 7 else None)
         sys.exit(0)
-    names, model, positional = list(PROGRAMS), None, []
+    names, model, detail, positional = list(PROGRAMS), None, None, []
     while argv:
         arg = argv.pop(0)
         if arg == "--programs" and argv:
             names = argv.pop(0).split(",")
         elif arg == "--model" and argv:
             model = argv.pop(0)
+        elif arg == "--detail" and argv:
+            detail = argv.pop(0)
         else:
             positional.append(arg)
     unknown = [n for n in names if n not in PROGRAMS]
     if len(positional) != 1 or unknown:
         sys.exit(f"{__doc__}\nunknown programs: {unknown}; known: {', '.join(PROGRAMS)}" if unknown else __doc__)
-    sys.exit(main(positional[0], names, model))
+    sys.exit(main(positional[0], names, model, detail))

@@ -113,6 +113,8 @@ py::list model_segments_list(c10::DeviceIndex index) {
     d["allocated_size"] = seg.allocated_size;
     d["requested_size"] = seg.requested_size;
     d["small"] = seg.small;
+    d["expandable"] = seg.expandable;
+    d["pool_id"] = py::make_tuple(seg.pool_id.first, seg.pool_id.second);
     py::list blocks;
     for (const auto& b : seg.blocks) {
       py::dict bd;
@@ -285,6 +287,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pool_end_thread", [](py::handle d, Pool id) { mempool_end_thread(index_arg(d), id); });
   m.def("pool_retain", [](py::handle d, Pool id) { mempool_retain(index_arg(d), id); });
   m.def("pool_release", [](py::handle d, Pool id) { mempool_release(index_arg(d), id); });
+  m.def("pool_empty_cache", [](py::handle d, Pool id) {
+    if (model_active()) model_empty_pool_cache(index_arg(d), {id.first, id.second});
+  });
   m.def("pool_allocated", [](py::handle d, Pool id) { return mempool_allocated(index_arg(d), id); });
   m.def("generator_graph_state", [](py::handle d) { return generator_graph_state(index_arg(d)); });
   m.def("pool_set_state", [storage](py::handle d, Pool id, const std::vector<int64_t>& allocated,

@@ -103,7 +103,8 @@ struct ModelSegment {
     bool allocated;
   };
   int64_t address = 0, total_size = 0, allocated_size = 0, requested_size = 0;
-  bool small = false;
+  bool small = false, expandable = false;
+  std::pair<uint64_t, uint64_t> pool_id{0, 0};  // the private pool's id; (0, 0): the default pool
   std::vector<Block> blocks;
 };
 bool model_active();
@@ -115,6 +116,8 @@ void model_free(c10::DeviceIndex index, void* block);
 int64_t model_size(const void* block);
 int64_t model_allocation_size(size_t n);  // the segment a request of n bytes would ask the device for
 void model_empty_cache();
+// emptyCache(mempool_id): the whole free segments of that private pool, once no one uses it, go back
+void model_empty_pool_cache(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id);
 ModelStats model_stats(c10::DeviceIndex index);
 void model_reset_peak(c10::DeviceIndex index);
 void model_reset_accumulated(c10::DeviceIndex index);

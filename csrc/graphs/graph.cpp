@@ -168,8 +168,9 @@ std::string words(const std::string& form, const std::string& what) {
 }
 
 // CUDA's default generator keeps its seed and offset for graphs in two one-element int64 device tensors
-// (CUDAGeneratorState::register_graph), allocated when the first graph registers with it — in
-// capture_begin, once the capture allocates to its pool, so from the pool — and freed when the last
+// (CUDAGeneratorState::register_graph), allocated when the first graph registers with it — first thing in
+// capture_begin, before the capture allocates to its pool, so from the default pool on the capture's
+// stream — and freed when the last
 // one lets go: they count in memory_allocated() and take pool memory as on a GPU. Only their memory is
 // kept (no tensor: nothing is dispatched, so nothing is recorded into the capture). Never destroyed at
 // exit (the allocator may be gone by then).
@@ -212,6 +213,13 @@ class Graph final : public at::GraphImplInterface {
     // CUDA's words (CUDAGraph::capture_begin): its default stream is the legacy stream, never captured
     TORCH_CHECK(stream != 0, "CUDA graphs must be captured on a non-default stream. (However, after capture, "
                 "it's ok to replay them on the default stream.)");
+    // CUDAGraph::capture_begin registers the graph with the default generator first, before the
+    // capture allocates to its pool: the generator's graph state comes from the default pool, on the
+    // capture's stream
+    if (generator_device_ < 0) {
+      generator_register_graph(device);
+      generator_device_ = device;
+    }
     {
       std::lock_guard<std::mutex> lock(g_capture_mutex);
       for (const CaptureStream& c : g_streams) {
@@ -241,10 +249,6 @@ class Graph final : public at::GraphImplInterface {
     // and in the allocator model alike (pools.cpp); the graph uses it until reset()
     mempool_retain(device, pool_);
     retained_ = true;
-    if (generator_device_ < 0) {
-      generator_register_graph(device);
-      generator_device_ = device;
-    }
   }
 
   void capture_end() override {

@@ -23,8 +23,11 @@
 // space; every block is split when 512 bytes or more remain; empty_cache() unmaps the whole pages
 // inside free blocks. memory_reserved() is the mapped memory.
 //
-// Not modelled: streams (one pool per stream on a GPU: here every stream shares one),
-// max_split_size_mb and roundup_power2_divisions.
+// Streams: as on a GPU, a block belongs to the stream current when its segment was allocated (blocks
+// split from it too): a request is served only from free blocks of its own stream, and a stream with
+// none gets a segment of its own (expandable segments: one per pool, stream and size class).
+//
+// Not modelled: max_split_size_mb, roundup_power2_divisions, and record_stream's deferred frees.
 #include "shim.h"
 
 #include <algorithm>
@@ -71,15 +74,17 @@ struct ByAddress {
 struct Pool {
   FreeBlocks free[2];
   std::set<Block*, ByAddress> unmapped[2];  // expandable segments: their unmapped address ranges
-  bool expandable[2] = {false, false};      // its expandable segment exists
+  std::set<int64_t> expandable[2];          // the streams whose expandable segment exists
   int use_count = 1;     // graphs using a private pool (beginAllocateToPool .. releasePool)
   int64_t segments = 0;  // segments it holds
+  std::pair<uint64_t, uint64_t> id{0, 0};  // its MempoolId_t; (0, 0) for the default pool
 };
 
 struct Block {
   int64_t addr, size, requested = 0;
   bool small, allocated = false;
   Pool* pool = nullptr;
+  int64_t stream = 0;  // the stream whose requests it serves
   Block* prev = nullptr;
   Block* next = nullptr;
   bool mapped = true;       // false: an expandable segment's address range with no memory behind it
@@ -87,9 +92,12 @@ struct Block {
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
-bool ByAddress::operator()(const Block* a, const Block* b) const { return a->addr < b->addr; }
+bool ByAddress::operator()(const Block* a, const Block* b) const {
+  return a->stream != b->stream ? a->stream < b->stream : a->addr < b->addr;
+}
 
 bool BySizeThenAddress::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return a->stream < b->stream;
   return a->size != b->size ? a->size < b->size : a->addr < b->addr;
 }
 
@@ -145,7 +153,7 @@ void release_whole(Device& d, Pool& pool) {
     }
   }
   for (int small : {0, 1}) {
-    if (pool.expandable[small]) unmap_free(d, pool, small);
+    if (!pool.expandable[small].empty()) unmap_free(d, pool, small);
   }
 }
 
@@ -156,7 +164,7 @@ void release_cached(Device& d) {
   for (auto it = d.private_pools.begin(); it != d.private_pools.end();) {
     Pool& p = *it->second;
     if (p.use_count == 0) release_whole(d, p);
-    const bool gone = p.use_count == 0 && p.segments == 0 && !p.expandable[0] && !p.expandable[1];
+    const bool gone = p.use_count == 0 && p.segments == 0 && p.expandable[0].empty() && p.expandable[1].empty();
     it = gone ? d.private_pools.erase(it) : std::next(it);
   }
 }
@@ -201,6 +209,7 @@ Block* map_front(Device& d, Pool& p, bool small, Block* u, int64_t size, int64_t
   p.unmapped[small].erase(u);
   if (n < u->size) {  // the rest stays unmapped
     Block* rest = new Block{u->addr + n, u->size - n, 0, small, false, &p};
+    rest->stream = u->stream;
     rest->mapped = false;
     rest->expandable = true;
     rest->prev = u;
@@ -221,13 +230,13 @@ Block* map_front(Device& d, Pool& p, bool small, Block* u, int64_t size, int64_t
 }
 
 // an expandable segment's free mapped block of at least `size` bytes, mapping pages as needed
-Block* expandable_block(Device& d, Pool& p, bool small, int64_t size, int64_t limit) {
+Block* expandable_block(Device& d, Pool& p, bool small, int64_t stream, int64_t size, int64_t limit) {
   auto& blocks = p.free[small ? 1 : 0];
-  if (!p.expandable[small]) {
-    p.expandable[small] = true;
+  if (p.expandable[small].insert(stream).second) {  // the stream's first: its segment of address space
     const int64_t page = page_of(small);
     d.next_addr = page * ((d.next_addr + page - 1) / page);
     Block* all = new Block{d.next_addr, kExpandableSpace, 0, small, false, &p};
+    all->stream = stream;
     all->mapped = false;
     all->expandable = true;
     d.next_addr += kExpandableSpace;
@@ -239,6 +248,7 @@ Block* expandable_block(Device& d, Pool& p, bool small, int64_t size, int64_t li
     return bytes >= size;
   };
   for (Block* u : p.unmapped[small]) {
+    if (u->stream != stream) continue;
     Block* c = u->prev != nullptr && !u->prev->allocated && u->prev->mapped ? u->prev : u;
     if (!room(c)) continue;
     if (!c->mapped) {
@@ -270,6 +280,7 @@ void unmap_free(Device& d, Pool& p, int small) {
     Block* mid = b;
     if (begin > b->addr) {  // a mapped head stays free
       Block* head = new Block{b->addr, begin - b->addr, 0, small != 0, false, &p};
+      head->stream = b->stream;
       head->expandable = true;
       head->prev = b->prev;
       if (head->prev) head->prev->next = head;
@@ -281,6 +292,7 @@ void unmap_free(Device& d, Pool& p, int small) {
     }
     if (end < mid->addr + mid->size) {  // and a mapped tail
       Block* tail = new Block{end, mid->addr + mid->size - end, 0, small != 0, false, &p};
+      tail->stream = mid->stream;
       tail->expandable = true;
       tail->next = mid->next;
       if (tail->next) tail->next->prev = tail;
@@ -311,6 +323,7 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
   // asked before the lock: pools.cpp calls in while holding its own
   std::optional<std::pair<uint64_t, uint64_t>> capture;
   if (const auto id = mempool_here(index)) capture = std::make_pair(id->first, id->second);
+  const int64_t stream = current_stream_id(index);
   Device& d = g_devices[index];
   std::lock_guard<std::mutex> lock(d.mutex);
   const int64_t size = round_size(static_cast<int64_t>(n));
@@ -318,23 +331,39 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
   Pool* owner = &d.pool;
   if (capture.has_value()) {
     auto& p = d.private_pools[*capture];
-    if (!p) p = std::make_unique<Pool>();
+    if (!p) {
+      p = std::make_unique<Pool>();
+      p->id = *capture;
+    }
     owner = p.get();
   }
   auto& pool = owner->free[small ? 1 : 0];
   Block probe{0, size, 0, small};
+  probe.stream = stream;
   Block* block = nullptr;
-  auto it = pool.lower_bound(&probe);  // the smallest block that fits, lowest address first
+  auto it = pool.lower_bound(&probe);  // the stream's smallest block that fits, lowest address first
+  if (it != pool.end() && (*it)->stream != stream) it = pool.end();
+  if (it != pool.end() && g_expandable && (*it)->expandable) {
+    // get_free_block: an expandable segment's block counts as large as it can grow (the unmapped range
+    // after it included), so the blocks that end at unmapped space go last among those that fit
+    auto expandable_size = [](const Block* b) {
+      return b->size + (b->next != nullptr && !b->next->mapped ? b->next->size : 0);
+    };
+    for (auto next = std::next(it); (*it)->expandable && next != pool.end() && (*next)->stream == stream &&
+                                    expandable_size(*next) < expandable_size(*it);) {
+      it = next++;
+    }
+  }
   if (it != pool.end()) {
     block = *it;
     pool.erase(it);
   } else if (g_expandable) {
     const int64_t limit = std::min(capacity, allowed);
-    block = expandable_block(d, *owner, small, size, limit);
+    block = expandable_block(d, *owner, small, stream, size, limit);
     if (block == nullptr && !capture.has_value()) {
       release_cached(d);
       d.num_alloc_retries += 1;
-      block = expandable_block(d, *owner, small, size, limit);
+      block = expandable_block(d, *owner, small, stream, size, limit);
     }
     if (block == nullptr) {
       d.num_ooms += 1;
@@ -354,6 +383,7 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
       return nullptr;  // the caller raises, with the statistics as they stand
     }
     block = new Block{d.next_addr, alloc_size, 0, small, false, owner};
+    block->stream = stream;
     owner->segments += 1;
     d.next_addr += alloc_size;
     d.total_reserved += alloc_size;
@@ -364,9 +394,11 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
   const int64_t remaining = block->size - size;
   const bool split = small || g_expandable ? remaining >= kMinBlockSize : remaining > kSmallSize;
   const bool already_split = block->is_split();
+  const bool counts_split = !block->expandable;  // expandable segments' blocks are not "inactive split"
   if (split) {
     Block* rest = block;
     block = new Block{rest->addr, size, 0, small, false, owner};
+    block->stream = rest->stream;
     block->expandable = rest->expandable;
     block->prev = rest->prev;
     if (block->prev) block->prev->next = block;
@@ -375,13 +407,13 @@ void* model_malloc(c10::DeviceIndex index, size_t n, int64_t capacity, int64_t a
     rest->addr += size;
     rest->size -= size;
     pool.insert(rest);
-    if (already_split) {
+    if (already_split && counts_split) {
       change(d, kInactiveSplitBytes, small, -size);  // an inactive split block shrinks by `size`
-    } else {
+    } else if (counts_split) {
       change(d, kInactiveSplitBytes, small, rest->size);
       change(d, kInactiveSplit, small, 1);
     }
-  } else if (already_split) {
+  } else if (already_split && counts_split) {
     change(d, kInactiveSplitBytes, small, -block->size);
     change(d, kInactiveSplit, small, -1);
   }
@@ -420,8 +452,10 @@ void model_free(c10::DeviceIndex index, void* handle) {
     split_blocks += 1;
     split_bytes += block->size;
   }
-  change(d, kInactiveSplit, small, split_blocks);
-  change(d, kInactiveSplitBytes, small, split_bytes);
+  if (!block->expandable) {
+    change(d, kInactiveSplit, small, split_blocks);
+    change(d, kInactiveSplitBytes, small, split_bytes);
+  }
   change(d, kActive, small, -1);
   change(d, kActiveBytes, small, -size);
   change(d, kRequestedBytes, small, -requested);
@@ -433,6 +467,7 @@ void model_pool_begin(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id) 
   auto& p = d.private_pools[id];
   if (!p) {
     p = std::make_unique<Pool>();
+    p->id = id;
   } else {
     p->use_count += 1;
   }
@@ -453,6 +488,16 @@ void model_empty_cache() {
     std::lock_guard<std::mutex> lock(d.mutex);
     release_cached(d);
   }
+}
+
+void model_empty_pool_cache(c10::DeviceIndex index, std::pair<uint64_t, uint64_t> id) {
+  Device& d = g_devices[index];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto it = d.private_pools.find(id);
+  if (it == d.private_pools.end() || it->second->use_count > 0) return;
+  Pool& p = *it->second;
+  release_whole(d, p);
+  if (p.segments == 0 && p.expandable[0].empty() && p.expandable[1].empty()) d.private_pools.erase(it);
 }
 
 ModelStats model_stats(c10::DeviceIndex index) {
@@ -493,25 +538,38 @@ std::vector<ModelSegment> model_segments(c10::DeviceIndex index) {
         if (b->prev == nullptr) heads.push_back(b);
       }
     }
+    for (const auto& ranges : pool.unmapped) {  // an expandable segment whose first pages are unmapped
+      for (const Block* b : ranges) {
+        if (b->prev == nullptr) heads.push_back(b);
+      }
+    }
   };
   add(d.pool);
   for (const auto& [id, p] : d.private_pools) add(*p);
   std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->addr < b->addr; });
   std::vector<ModelSegment> out;
   for (const Block* h : heads) {
-    ModelSegment seg;
-    seg.address = h->addr;
-    seg.small = h->small;
-    for (const Block* b = h; b != nullptr; b = b->next) {
-      if (!b->mapped) continue;  // an expandable segment's unmapped range
-      seg.blocks.push_back({b->addr, b->size, b->requested, b->allocated});
-      seg.total_size += b->size;
-      if (b->allocated) {
-        seg.allocated_size += b->size;
-        seg.requested_size += b->requested;
+    // an expandable segment is listed as one segment per run of mapped blocks, as CUDA's snapshot does
+    for (const Block* b = h; b != nullptr;) {
+      if (!b->mapped) {
+        b = b->next;
+        continue;
       }
+      ModelSegment seg;
+      seg.address = b->addr;
+      seg.small = b->small;
+      seg.expandable = b->expandable;
+      seg.pool_id = b->pool->id;
+      for (; b != nullptr && b->mapped; b = b->next) {
+        seg.blocks.push_back({b->addr, b->size, b->requested, b->allocated});
+        seg.total_size += b->size;
+        if (b->allocated) {
+          seg.allocated_size += b->size;
+          seg.requested_size += b->requested;
+        }
+      }
+      out.push_back(std::move(seg));
     }
-    out.push_back(std::move(seg));
   }
   return out;
 }

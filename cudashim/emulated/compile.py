@@ -11,6 +11,8 @@ stream), and Dynamo's CUDA interface reports no Triton-capable GPU.
 from __future__ import annotations
 
 import collections
+import hashlib
+import os
 import threading
 from typing import Any, Callable
 
@@ -29,6 +31,11 @@ _CAPTURE = '''
 from cudashim.emulated import graph_kernels as _cudashim_graph_kernels
 _cudashim_capturing = _cudashim_graph_kernels.capture_check()
 _cudashim_graph_kernel = _cudashim_graph_kernels.launch
+'''
+# the device's C++ kernels take the memory Triton's autotuning takes at their first launch (autotune_once)
+_AUTOTUNE = '''
+from cudashim.emulated.compile import autotune_once as _cudashim_autotune_once
+_cudashim_tuned = _cudashim_autotune_once.tuned
 '''
 
 
@@ -59,6 +66,12 @@ def _wrapper_class(device: str = "cuda") -> type:
             call = self.wrap_kernel_call(kernel_name, call_args)  # type: ignore[attr-defined]
             on = kwargs.get("device") or V.graph.get_current_device_or_throw()
             if recordable and on.type == device:  # CPU work is not captured (it runs at once, as on CUDA)
+                mutated = getattr(self, "_cudashim_autotuned", {}).get(kernel_name)  # argument positions
+                key = getattr(self, "_cudashim_kernel_keys", {}).get(kernel_name)
+                if device == "cuda" and mutated is not None and key is not None:
+                    names = "".join(f"{call_args[i]}, " for i in mutated)
+                    self.writeline(f"if {key!r} not in _cudashim_tuned: _cudashim_autotune_once("  # type: ignore[attr-defined]
+                                   f"{key!r}, ({names}))")
                 kind = graph_kernels.kinds(kwargs.get("arg_types"), len(call_args))
                 self.writeline(f"if _cudashim_capturing(): _cudashim_graph_kernel({kernel_name}, {kind!r}, "  # type: ignore[attr-defined]
                                f"{', '.join(map(str, call_args))})")
@@ -85,8 +98,179 @@ def _wrapper_class(device: str = "cuda") -> type:
             self.header.splice(_EMPTY_STRIDED.format(device), strip=True)
             if recordable:
                 self.header.splice(_CAPTURE, strip=True)
+            if device == "cuda":
+                self.header.splice(_AUTOTUNE, strip=True)
 
     return EmulatedWrapperCodegen
+
+
+def _scheduling_class() -> type:
+    """The C++ scheduling of the device: as the CPU's, and each kernel call tells the wrapper which of
+    its arguments the kernel mutates (what Triton's autotuning clones, autotune_once)."""
+    from torch._inductor.codegen.cpp import CppScheduling, KernelGroup
+
+    class MutationsKernelGroup(KernelGroup):
+        def call_kernel(self, wrapper: Any, kernel_name: str) -> None:
+            # read when the wrapper writes the call, which can be after this returns (its lines are
+            # generated at the end); a kernel (one name, one signature) can be called from several places,
+            # so its mutated arguments are kept as positions in its call arguments
+            if _autotunes(self):
+                if not hasattr(wrapper, "_cudashim_autotuned"):
+                    wrapper._cudashim_autotuned = {}
+                _, call_args, _ = self.args.cpp_argdefs()
+                mutated = _mutated_args(self)
+                wrapper._cudashim_autotuned[kernel_name] = [call_args.index(m) for m in mutated if m in call_args]
+            super().call_kernel(wrapper, kernel_name)
+
+    class EmulatedCppScheduling(CppScheduling):
+        def reset_kernel_group(self) -> None:
+            self.kernel_group = MutationsKernelGroup()
+
+        def define_kernel(self, src_code: str, nodes: Any, kernel_args: Any = None) -> str:
+            name = super().define_kernel(src_code, nodes, kernel_args)
+            # what Inductor's autotune cache keys a kernel's tuned config on: its source (and name)
+            from torch._inductor.virtualized import V
+
+            keys = V.graph.wrapper_code.__dict__.setdefault("_cudashim_kernel_keys", {})
+            keys[name] = hashlib.sha256(f"{name}\n{src_code}".encode()).hexdigest()[:32]
+            return name
+
+    return EmulatedCppScheduling
+
+
+def _autotunes(group: Any) -> bool:
+    """Whether Inductor's Triton kernel for these nodes has more than one config, so autotunes, as
+    triton_heuristics chooses them outside max-autotune: a pointwise kernel has two while
+    triton.autotune_pointwise is on (the default). A reduction, by the nodes' one hint
+    (SIMDKernelFeatures.get_reduction_hint): OUTER or OUTER_TINY, one; INNER over 256 elements or more,
+    one (a looped reduction's contiguous config, a persistent one's first), two for a looped one that
+    reads its input more than once over 2048 to 32768 elements; otherwise a persistent
+    reduction (up to 1024 elements) has one config per XBLOCK of 1, 8, 32, 128 that fits its rows and
+    4096 elements, so one below 8 rows, and a looped reduction several."""
+    from torch._inductor import config
+    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
+    from torch._inductor.runtime.hints import ReductionHint
+
+    if config.max_autotune or config.max_autotune_pointwise:
+        return True
+    nodes = [n for group_node in group.scheduled_nodes for n in group_node.get_nodes()]
+    reductions = [n for n in nodes if n.is_reduction()]
+    if not reductions:
+        return bool(config.triton.autotune_pointwise)
+    hints = {SIMDKernelFeatures.reduction_hint(n) for n in reductions}
+    hint = hints.pop() if len(hints) == 1 else ReductionHint.DEFAULT
+    if hint in (ReductionHint.OUTER, ReductionHint.OUTER_TINY):
+        return False
+    rnumel = max(_hint(n.node.get_reduction_size()) for n in reductions)
+    xnumel = max(_hint(n.node.get_size()) for n in reductions)
+    if hint == ReductionHint.INNER and rnumel >= 256:
+        # a looped reduction over 2048 to 32768 elements that reads its input more than once (more than
+        # one reduction: softmax, log-softmax) gets a persistent config added (add_persistent_rblock)
+        return 2048 < rnumel <= 32768 and len(reductions) > 1
+    if rnumel <= 1024:  # persistent
+        return xnumel >= 8 and rnumel * 8 <= 4096
+    return True
+
+
+def _hint(sizes: Any) -> int:
+    from torch._inductor.virtualized import V
+
+    n = 1
+    for s in sizes:
+        n *= int(V.graph.sizevars.optimization_hint(s))
+    return n
+
+
+def _mutated_args(group: Any) -> list[str]:
+    """The wrapper's names of the buffers a kernel mutates, as Triton's code generator lists its
+    mutated_arg_names: the buffers it reuses in place (the scheduler marks both names mutated) and
+    those its nodes' outputs mutate that are its inputs or outputs."""
+    from torch._inductor.codegen.common import RemovedArg
+
+    mutations: dict[str, None] = {}
+    for node in group.scheduled_nodes:
+        for buf in node.get_outputs():
+            mutations.update(dict.fromkeys(buf.get_mutations()))
+    args, out = group.args, []
+    for inplaced in args.inplace_buffers.values():  # reused in place: Triton's scheduler marks both names mutated
+        if not isinstance(inplaced, RemovedArg) and inplaced.other_names[-1] not in out:
+            out.append(inplaced.other_names[-1])
+    for name in mutations:
+        inplaced = args.inplace_buffers.get(name)
+        if inplaced is not None and not isinstance(inplaced, RemovedArg):
+            out.append(inplaced.other_names[-1])
+        elif name in args.input_buffers or (name in args.output_buffers
+                                            and not isinstance(args.output_buffers[name], RemovedArg)):
+            out.append(name)
+    return list(dict.fromkeys(out))
+
+
+class _AutotuneOnce:
+    """What a GPU allocates where Inductor's Triton kernel for this C++ kernel autotunes: at the
+    kernel's first launch in the process, unless Inductor's autotune cache on disk holds its tuned
+    config (a kernel of the same source tuned by an earlier process or compiled module),
+    CachingAutotuner.run benchmarks each of its configs (bench); for each, the arguments the kernel
+    mutates are cloned for every launch unless the clone would raise the peak allocated memory
+    (copy_args_to_cpu_if_needed: then they are copied to the host), and
+    InductorBenchmarker.benchmark_gpu, after a first launch, allocates an int32 buffer of the device's
+    L2 cache size to flush the cache between launches and frees it at the end. Here the device makes the
+    same allocations, in that order, through its allocator: on a profiled device only (its statistics are
+    then CUDA's), not while a graph is captured (where CUDA would not benchmark). The tuned kernels are
+    marked in Inductor's cache directory, as the tuned configs are on a GPU."""
+
+    CONFIGS = 2  # a pointwise kernel's two configs (bs and bs // 2); reductions have more, same allocations
+
+    def __init__(self) -> None:
+        self.tuned: set[str] = set()  # kernel keys seen by this process
+
+    def __call__(self, key: str, mutated: tuple[Any, ...]) -> None:
+        import torch
+
+        self.tuned.add(key)
+        marker = os.path.join(_markers(), key)
+        if os.path.exists(marker):
+            return
+        try:
+            os.makedirs(os.path.dirname(marker), exist_ok=True)
+            open(marker, "w").close()
+        except OSError:
+            pass  # a read-only cache: the next process tunes again, as a GPU's would
+        from ._build import load
+
+        if not load("CUDA").model_active() or torch.cuda.is_current_stream_capturing():
+            return
+        device = mutated[0].device if mutated else torch.device("cuda", torch.cuda.current_device())
+        l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+        tensors = [t for t in mutated if isinstance(t, torch.Tensor)]
+        for _ in range(self.CONFIGS):
+            budget = torch.cuda.max_memory_allocated(device) - torch.cuda.memory_allocated(device)
+            clone: list[int] = []
+            for t in tensors:
+                size = _storage_bytes(t)
+                if size <= budget:
+                    budget -= size
+                    clone.append(size)
+            copies = [torch.empty(n, dtype=torch.uint8, device=device) for n in clone]
+            del copies  # the first launch's clones (clone_preserve_strides), freed with it
+            buffer = torch.empty(l2 // 4, dtype=torch.int, device=device) if l2 >= 4 else None
+            copies = [torch.empty(n, dtype=torch.uint8, device=device) for n in clone]
+            del copies, buffer  # each timed launch's clones, then the flush buffer
+
+
+def _storage_bytes(t: Any) -> int:
+    """compute_required_storage_length(size, stride, 0) * element_size: the elements a view spans."""
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * s for n, s in zip(t.size(), t.stride()))) * t.element_size()
+
+
+def _markers() -> str:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return os.path.join(cache_dir(), "cudashim-autotuned")
+
+
+autotune_once = _AutotuneOnce()
 
 
 def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Callable[[Any], None]], None]) -> None:
@@ -106,11 +290,10 @@ def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Ca
         if not is_active():
             return
         from torch._inductor.codegen.common import register_backend_for_device
-        from torch._inductor.codegen.cpp import CppScheduling
         from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 
         # the no-op pass keys Inductor's cache on this wrapper's code (graph_kernels.cache_key_pass)
-        register_backend_for_device("cuda", CppScheduling, _wrapper_class(), CppWrapperCpu,
+        register_backend_for_device("cuda", _scheduling_class(), _wrapper_class(), CppWrapperCpu,
                                     device_custom_pass=graph_kernels.cache_key_pass())
         use_cpp_backend()
 

@@ -16,7 +16,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["bind"]
+__all__ = ["bind", "pool_users"]
+
+# the users of each (device, pool) that began allocating to it through these hooks or created it as a
+# torch.cuda.MemPool (memory.py): what MemPool.use_count() answers
+pool_users: dict[tuple[int, tuple[int, int]], int] = {}
 
 
 class PoolState:
@@ -31,12 +35,19 @@ class PoolState:
 def _hooks(torch: Any, core: Any) -> dict[str, Any]:
     def begin(device: int, pool: Any) -> None:
         core.pool_begin_thread(device, tuple(pool))
+        key = (int(device), tuple(pool))
+        pool_users[key] = pool_users.get(key, 0) + 1
 
     def end(device: int, pool: Any) -> None:
         core.pool_end_thread(device, tuple(pool))
 
     def release(device: int, pool: Any) -> None:
         core.pool_release(device, tuple(pool))
+        key = (int(device), tuple(pool))
+        if pool_users.get(key, 0) > 1:
+            pool_users[key] -= 1
+        else:
+            pool_users.pop(key, None)
 
     def checkpoint(device: int, pool: Any) -> PoolState:
         return PoolState(device, tuple(pool), core.pool_allocated(device, tuple(pool)))
@@ -93,5 +104,8 @@ def bind(bindings: Any, torch: Any, core: Any) -> None:
     instantiate dummy base class"): those are replaced; a build with CUDA keeps its own."""
     if torch.backends.cuda.is_built():
         return
+    memory = getattr(torch.cuda, "memory", None)
     for name, fn in _hooks(torch, core).items():
         bindings.bind(torch._C, name, fn, f"torch._C.{name}", "emulated")
+        if memory is not None and hasattr(memory, name):  # use_mem_pool calls the names it imported
+            bindings.bind(memory, name, fn, f"torch.cuda.memory.{name}", "emulated")

@@ -109,8 +109,9 @@ class MemoryTable:
                 out.append({"device": dev, "address": seg["address"], "total_size": seg["total_size"],
                             "allocated_size": seg["allocated_size"], "active_size": seg["allocated_size"],
                             "requested_size": seg["requested_size"], "stream": 0,
-                            "segment_type": "small" if seg["small"] else "large", "segment_pool_id": (0, 0),
-                            "is_expandable": False, "frames": [], "blocks": blocks})
+                            "segment_type": "small" if seg["small"] else "large",
+                            "segment_pool_id": tuple(seg["pool_id"]), "is_expandable": bool(seg["expandable"]),
+                            "frames": [], "blocks": blocks})
         return out
 
     def memory_snapshot(self, mempool_id: Any = None, include_traces: bool = True) -> list[Any]:
@@ -229,6 +230,7 @@ def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable
     own Python (caching_allocator_alloc's argument checks, _snapshot, host_memory_stats' flattening)
     then runs over them. Memory history is not recorded: asking for it raises CapabilityError."""
     from ..errors import CapabilityError
+    from . import graph_trees
 
     def raw_alloc(size: int, stream: int) -> int:
         return int(core.raw_alloc(int(size), core.current_device()))
@@ -250,12 +252,52 @@ def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable
             "segments and blocks (with a device profile), memory_stats() for the totals, or run the program on a GPU")
 
     class MemPool:  # noqa: D401 - torch.cuda.MemPool
-        """Private memory pools are not kept by the emulated device."""
+        """torch.cuda.MemPool: a private pool of the device (csrc/graphs/pools.cpp, the pools CUDA graphs
+        use), named by an id as graph_pool_handle() makes one; torch.cuda.use_mem_pool routes the
+        thread's allocations to it. It holds its memory while it lives (counted in memory_reserved());
+        when it goes, its free segments go back (MemPool's destructor empties its cache). A custom allocator,
+        use_on_oom and no_split are not kept: CapabilityError."""
 
         def __init__(self, allocator: Any = None, use_on_oom: bool = False, no_split: bool = False) -> None:
-            raise CapabilityError(
-                f"torch.{device_type}.MemPool: private memory pools are not available on the emulated {device_type} "
-                "device; allocate without a pool (drop the MemPool / use_mem_pool block), or run on a GPU")
+            if allocator is not None or use_on_oom or no_split:
+                what = "allocator=" if allocator is not None else "use_on_oom=True" if use_on_oom else "no_split=True"
+                raise CapabilityError(
+                    f"torch.{device_type}.MemPool({what}): the emulated {device_type} device's pools use its own "
+                    "allocator, split blocks and are not used on out of memory; create the pool without it, or run "
+                    "on a GPU")
+            from .graphs import graph_pool_handle
+
+            self._device = int(core.current_device())
+            self._id = graph_pool_handle()
+            core.pool_retain(self._device, self._id)  # createOrIncrefPool
+            key = (self._device, self._id)
+            graph_trees.pool_users[key] = graph_trees.pool_users.get(key, 0) + 1
+
+        @property
+        def id(self) -> tuple[int, int]:
+            return self._id
+
+        @property
+        def allocator(self) -> Any:
+            return None
+
+        def use_count(self) -> int:
+            return graph_trees.pool_users.get((self._device, self._id), 0)
+
+        def snapshot(self, include_traces: bool = True) -> list[Any]:
+            return [seg for seg in table.segments() if tuple(seg["segment_pool_id"]) == self._id]
+
+        def __del__(self) -> None:
+            key = (self._device, self._id)
+            if graph_trees.pool_users.get(key, 0) > 1:
+                graph_trees.pool_users[key] -= 1
+            else:
+                graph_trees.pool_users.pop(key, None)
+            try:
+                core.pool_release(self._device, self._id)  # releasePool
+                core.pool_empty_cache(self._device, self._id)  # emptyCache(id): its free segments go back
+            except Exception:  # noqa: BLE001 - at interpreter exit the core may be gone
+                pass
 
     module = getattr(torch, device_type, None)
     if device_type == "cuda":

@@ -16,8 +16,9 @@ import torch
 CHECKS: dict[str, Callable[[], None]] = {}
 MiB = 2**20
 # CUDAGeneratorState::register_graph: the first graph the default generator serves allocates its seed and
-# offset for graphs, two one-element int64 tensors (512 bytes each), in capture_begin from the capture's
-# private pool; they are freed when the last such graph goes
+# offset for graphs, two one-element int64 tensors (512 bytes each), first thing in capture_begin: from the
+# default pool, on the capture's stream (a segment of that stream's); they are freed when the last such
+# graph goes
 GRAPH_RNG_STATE = 2 * 512
 
 
@@ -240,9 +241,9 @@ def graph_capture_allocates_from_its_private_pool() -> None:
     clean()
     x = torch.ones(256 * 1024, device="cuda")  # 1 MiB: a small-pool block, in a 2 MiB segment
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):  # the generator's graph state first: 1 KiB of the pool's first segment
-        y = x * 2  # the rest of that segment (x's has 1 MiB free, but it is the default pool's)
-        z = y + 1  # a second segment: the first has 1 MiB less 1 KiB left
+    with torch.cuda.graph(g):  # the generator's graph state first: a segment of the capture stream's
+        y = x * 2  # the pool's segment (x's has 1 MiB free, but it is the default pool's)
+        z = y + 1  # the rest of that segment
         del y      # back to the graph's pool
     assert torch.cuda.memory_allocated() == 2 * MiB + GRAPH_RNG_STATE, torch.cuda.memory_allocated()
     assert torch.cuda.memory_reserved() == 6 * MiB, torch.cuda.memory_reserved()
@@ -267,7 +268,7 @@ def graph_capture_reuses_a_block_freed_during_it() -> None:
     clean()
     x = torch.ones(256 * 1024, device="cuda")  # 1 MiB, in the default pool's 2 MiB segment
     first = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(first):  # an empty graph: the generator's graph state goes to its pool, not g's
+    with torch.cuda.graph(first):  # an empty graph: the generator's graph state, in a segment of its stream's
         pass
     assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
     g = torch.cuda.CUDAGraph()
@@ -312,6 +313,38 @@ def thread_allocating_to_a_pool_takes_its_segments() -> None:
     torch.cuda.empty_cache()
     assert torch.cuda.memory_reserved() == 2 * MiB, torch.cuda.memory_reserved()
     del x
+    clean()
+
+
+@check
+def streams_keep_their_own_blocks() -> None:
+    # CUDACachingAllocator: a block serves requests of the stream it was allocated on (BlockComparator
+    # orders by stream first), so another stream's request takes a segment of its own
+    clean()
+    x = u8(1000)  # the default stream's 2 MiB segment
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        y = u8(1000)  # s's own segment, though x's has room
+    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
+    z = u8(1000)  # the default stream's again: x's segment
+    assert torch.cuda.memory_reserved() == 4 * MiB, torch.cuda.memory_reserved()
+    torch.cuda.synchronize()
+    del x, y, z
+    clean()
+
+
+@check
+def graph_generator_state_is_the_default_pools() -> None:
+    # the default generator's graph state is allocated before the capture allocates to its pool: the
+    # default pool's, on the capture's stream; what the capture allocates is the graph pool's
+    clean()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = torch.ones(1000, device="cuda")  # 4000 bytes: 4096 of the pool's
+    segments = sorted((tuple(seg.get("segment_pool_id") or (0, 0)) != (0, 0), seg["allocated_size"])
+                      for seg in torch.cuda.memory_snapshot())
+    assert segments == [(False, GRAPH_RNG_STATE), (True, 4096)], segments
+    del g, y
     clean()
 
 

@@ -110,7 +110,7 @@ def test_profile_refusals() -> None:
     # an NPU profile for the cuda device, and the allocator APIs the device does not keep
     code = ("import torch\n"
             "from cudashim.errors import CapabilityError\n"
-            "for f in (torch.cuda.MemPool, lambda: torch.cuda.memory._record_memory_history()):\n"
+            "for f in (lambda: torch.cuda.MemPool(use_on_oom=True), lambda: torch.cuda.memory._record_memory_history()):\n"
             "    try: f()\n"
             "    except CapabilityError as e: print('refused', str(e)[:60])\n")
     r = run_python(["-c", code])
@@ -191,3 +191,117 @@ def test_expandable_segments_map_pages() -> None:
     assert _last_json(r.stdout) == [
         [a, 20 * MiB], [a + b, 20 * MiB], [a + b + c, 40 * MiB], [a + b + c + d, 42 * MiB],
         [a + c + d, 42 * MiB], [d, 2 * MiB], [0, 0]], r.stdout
+
+
+EXPANDABLE_BEST_FIT = r"""
+import json, torch
+MiB = 2**20
+u8 = lambda n: torch.empty(n, dtype=torch.uint8, device="cuda")
+x = u8(8 * MiB)      # the large pool's first 20 MiB page: x, then a free 12 MiB that ends at unmapped space
+y = u8(6 * MiB)      # from that block: 6 MiB free left at the end of the mapped pages
+del x                # a free 8 MiB block at the start, inside the mapped pages
+z = u8(5 * MiB)      # fits both; the 8 MiB block, since the end block counts as large as it can grow
+w = u8(7 * MiB)      # 3 MiB and 6 MiB left free: no fit, so the end block grows by a page
+print(json.dumps([torch.cuda.memory_allocated(), torch.cuda.memory_reserved()]))
+"""
+
+
+def test_expandable_segments_best_fit_counts_growth() -> None:
+    # CUDACachingAllocator's get_free_block: with expandable segments, a free block followed by the
+    # segment's unmapped range counts as large as it can grow, so a smaller-looking free block elsewhere
+    # that fits is taken first and the end block stays for requests nothing else fits
+    r = run_python(["-c", EXPANDABLE_BEST_FIT],
+                   {"CUDASHIM_PROFILE": "h200", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    MiB = 2**20
+    # z at the start (3 MiB left there), w in the 6 MiB end block grown by one 20 MiB page
+    assert _last_json(r.stdout) == [18 * MiB, 40 * MiB], r.stdout
+
+
+COMPILED_AUTOTUNE = r"""
+import json, torch
+MiB = 2**20
+seen = []
+def note():
+    seen.append([torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), torch.cuda.max_memory_allocated()])
+f = torch.compile(lambda x: x * 2 + 1)
+x = torch.ones(MiB // 4, device="cuda")                # 1 MiB: a 2 MiB segment of the small pool
+torch.cuda.reset_peak_memory_stats()
+y = f(x); note()                                       # first launch: autotuned
+del y; y = f(x); note()                                # tuned: nothing more
+l2 = torch.cuda.get_device_properties(0).L2_cache_size
+print(json.dumps({"l2": l2, "seen": seen, "segments": sorted(s["total_size"] for s in torch.cuda.memory_snapshot())}))
+"""
+
+COMPILED_MUTATION = r"""
+import json, torch
+MiB = 2**20
+@torch.compile
+def bump(x):
+    x.add_(1)
+big = torch.empty(64 * MiB, dtype=torch.uint8, device="cuda"); del big   # a cached 64 MiB segment; peak 64 MiB
+x = torch.zeros(MiB, device="cuda")                                     # 4 MiB, from that segment
+bump(x)
+large = torch.cuda.memory_stats()["reserved_bytes.large_pool.current"]  # (compiling allocates small tensors too)
+print(json.dumps([torch.cuda.memory_allocated(), large, torch.cuda.max_memory_allocated()]))
+"""
+
+
+def _compiled_run(code: str, cache) -> dict:
+    r = run_python(["-c", code], {"CUDASHIM_PROFILE": "h200", "TORCHINDUCTOR_CACHE_DIR": str(cache),
+                                  "TRITON_CACHE_DIR": str(cache / "triton")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return _last_json(r.stdout)
+
+
+def test_compiled_kernel_autotunes_at_first_launch(tmp_path) -> None:
+    # a Triton kernel with more than one config is benchmarked at its first launch, and
+    # InductorBenchmarker.benchmark_gpu flushes the L2 cache with an int32 buffer of its size (the
+    # h200's 60 MiB), allocated while the kernel's input and output are, then freed and kept cached
+    MiB = 2**20
+    got = _compiled_run(COMPILED_AUTOTUNE, tmp_path / "inductor")
+    l2 = got["l2"]
+    assert REAL_CUDA or l2 == 60 * MiB  # the h200 profile's L2 cache
+    assert got["seen"] == [[2 * MiB, 2 * MiB + l2, 2 * MiB + l2]] * 2, got
+    assert got["segments"] == [2 * MiB, l2], got
+    # a second process finds the autotuned choice in the cache and benchmarks nothing
+    again = _compiled_run(COMPILED_AUTOTUNE, tmp_path / "inductor")
+    assert again["seen"] == [[2 * MiB, 2 * MiB, 2 * MiB]] * 2, again
+
+
+def test_compiled_kernel_autotuning_clones_mutated_args(tmp_path) -> None:
+    # CachingAutotuner.bench clones the arguments a kernel mutates for every launch, while the clone
+    # stays under the peak allocated memory (copy_args_to_cpu_if_needed): x (4 MiB) from the cached
+    # 64 MiB segment; its clone from the 60 MiB left, then, with the flush buffer holding those 60 MiB,
+    # from a new 20 MiB segment (the large pool's reserved memory: 64 + 20 MiB)
+    MiB = 2**20
+    got = _compiled_run(COMPILED_MUTATION, tmp_path / "inductor")
+    assert got == [4 * MiB, 84 * MiB, 68 * MiB], got
+
+
+MEMPOOL = r"""
+import json, torch
+MiB = 2**20
+pool = torch.cuda.MemPool()
+out = [pool.use_count()]
+with torch.cuda.use_mem_pool(pool):
+    out.append(pool.use_count())
+    x = torch.empty(MiB, dtype=torch.uint8, device="cuda")   # the pool's own 2 MiB segment
+y = torch.empty(MiB, dtype=torch.uint8, device="cuda")       # the default pool's: x's segment is the pool's
+out += [pool.use_count(), torch.cuda.memory_reserved(), sorted(seg["total_size"] for seg in pool.snapshot())]
+del x
+torch.cuda.empty_cache()                                     # the pool lives: its segment stays
+out.append(torch.cuda.memory_reserved())
+del pool                                                     # its free segment goes back with it
+out.append(torch.cuda.memory_reserved())
+print(json.dumps(out))
+"""
+
+
+def test_mem_pool_takes_allocations_into_its_own_segments() -> None:
+    # torch.cuda.MemPool / use_mem_pool: the thread's allocations go to the pool (segments of its own,
+    # reserved while it lives); the pool counts its creator and each use_mem_pool block as users
+    r = run_python(["-c", MEMPOOL], {"CUDASHIM_PROFILE": "h200"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    MiB = 2**20
+    assert _last_json(r.stdout) == [1, 2, 1, 4 * MiB, [2 * MiB], 4 * MiB, 2 * MiB], r.stdout
