@@ -171,7 +171,7 @@ void register_direct();    // direct.cpp
 void register_amp();       // amp.cpp (and the NPU's autocast policy)
 void register_rnn();
 void register_linalg();
-void register_npu_sparse();  // npu_coverage.cpp: the simulated NPU's sparse fallback
+void register_npu_sparse();  // npu_coverage.cpp: the simulated NPU's sparse fallback, and its round with decimals
 void register_sparse();      // sparse.cpp: the cuda device's sparse keys
 void register_cuda_only();   // cuda_only.cpp: operators only CUDA has
 void register_graph();       // graph.cpp: torch.accelerator.Graph's implementation
@@ -188,6 +188,14 @@ bool npu_coverage_active();
 // npu_cpu_fallback does; `stack` holds the call's arguments on top
 void npu_cpu_fallback_check(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
 void npu_kernel_check(const c10::OperatorHandle& op, const torch::jit::Stack& stack);  // the dtype checks alone
+// What a kernel of the core's own (not the fallback) does first on the simulated NPU, as torch_npu's dispatch
+// would: Plain / Checked (torch_npu has a kernel: none, or its dtype checks, before this one), Composite (no
+// NPU kernel but a composite one: that runs, and its parts decide), Fallback (neither: torch_npu's CPU
+// fallback, which warns, counts, refuses or fails as npu_cpu_fallback_check says)
+enum class NpuKernel { Plain, Checked, Composite, Fallback };
+NpuKernel npu_core_kernel(const c10::OperatorHandle& op);
+// runs the operator's composite kernel when torch_npu would (NpuKernel::Composite); false otherwise
+bool npu_run_composite(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // one dtype check of a torch_npu kernel (torch_npu_dtype_checks.json as coverage.py hands it over)
 struct NpuDtypeCheck {
   std::string op;  // "name.overload", no aten::

@@ -6,7 +6,7 @@
 // registers AutocastCUDA's kernels itself but leaves AutocastPrivateUse1 empty (every operator would
 // fail under `torch.autocast("npu")`), and torch_npu fills it natively. Here it is filled with
 // torch's own op lists and cast policies (autocast_mode.h), the ones AutocastCUDA uses.
-#include "shim.h"
+#include "call.h"
 
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
@@ -72,10 +72,10 @@ void register_npu_autocast() {
 
 void register_amp() {
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
-  m.impl("_softmax", widened<&at::_softmax>);
-  m.impl("_log_softmax", widened<&at::_log_softmax>);
-  m.impl("_softmax_backward_data", widened_backward<&at::_softmax_backward_data>);
-  m.impl("_log_softmax_backward_data", widened_backward<&at::_log_softmax_backward_data>);
+  kernel<&widened<&at::_softmax>>(m, "_softmax");
+  kernel<&widened<&at::_log_softmax>>(m, "_log_softmax");
+  kernel<&widened_backward<&at::_softmax_backward_data>>(m, "_softmax_backward_data");
+  kernel<&widened_backward<&at::_log_softmax_backward_data>>(m, "_log_softmax_backward_data");
   if (!is_cuda()) register_npu_autocast();
 }
 

@@ -5,11 +5,55 @@
 
 #include "shim.h"
 
+#include <ATen/core/boxing/KernelFunction.h>
+#include <ATen/core/boxing/impl/boxing.h>
 #include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <string>
 
 namespace cudashim {
 
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);  // fallback.cpp
+// fallback.cpp: a call the core's own kernel does not take on the simulated NPU (NpuKernel::Composite or
+// Fallback): the operator's composite, else the fallback (which decides as torch_npu's does)
+void core_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// A typed kernel of the core's own for kKey, registered with kernel<&fn>(m, "name.overload"). It stands
+// for CUDA's kernel, or for torch_npu's: on the simulated NPU, an operator torch_npu has no kernel for
+// takes torch_npu's way instead (its composite, or the CPU fallback with its warning, count and
+// refusal), and one it has a kernel for passes torch_npu's dtype checks first. Decided once per
+// operator (the table is set before any operator runs); the cuda device pays one flag test per call.
+template <auto Fn>
+struct Gated;
+template <class R, class... A, R (*Fn)(A...)>
+struct Gated<Fn> {
+  static_assert(c10::impl::can_box_all<A...>::value, "a gated kernel's arguments must box");
+  static inline std::string name, overload;
+
+  static R call(A... args) {
+    if (C10_LIKELY(!npu_coverage_active())) return Fn(std::forward<A>(args)...);
+    static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+    static const NpuKernel kind = npu_core_kernel(op);
+    if (C10_LIKELY(kind == NpuKernel::Plain)) return Fn(std::forward<A>(args)...);
+    if (kind == NpuKernel::Checked) {
+      npu_kernel_check(op, c10::impl::boxArgs<A...>(args...));
+      return Fn(std::forward<A>(args)...);
+    }
+    return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&core_boxed>(), op,
+                                                        c10::DispatchKeySet(kKey), std::forward<A>(args)...);
+  }
+};
+
+template <auto Fn>
+void kernel(torch::Library& m, const char* op) {
+  const std::string full(op);
+  const auto dot = full.find('.');
+  TORCH_CHECK(Gated<Fn>::name.empty(), "cudashim: one kernel registered for two operators (", Gated<Fn>::name, ", ", op, ")");
+  Gated<Fn>::name = "aten::" + full.substr(0, dot);
+  Gated<Fn>::overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+  m.impl(op, TORCH_FN(Gated<Fn>::call));
+}
 struct Call;
 // sparse.cpp: a sparse (COO or compressed) device tensor as a CPU sparse tensor over CPU views of its
 // components; a CPU kernel's sparse output as a device sparse tensor over device components; a sparse

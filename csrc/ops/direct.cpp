@@ -106,7 +106,7 @@ constexpr bool kBlas = std::is_same_v<Op, at::_ops::mm> || std::is_same_v<Op, at
 template <class Op, class R, class... A>
 struct Direct<Op, R(A...)> {
   static R call(A... args) {
-    if (C10_UNLIKELY(capturing() || (kBlas<Op> && model_active()))) return boxed(args...);
+    if (C10_UNLIKELY(capturing() || (kBlas<Op> && model_active()) || npu_decides())) return boxed(args...);
     Call c;
     (see(c, args), ...);
     c.settle(false, Op::name);
@@ -119,9 +119,21 @@ struct Direct<Op, R(A...)> {
     }
   }
 
-  static R boxed(A... args) {
+  static const c10::OperatorHandle& handle() {
     static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
-    return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&fallback>(), op,
+    return op;
+  }
+
+  // the simulated NPU: an operator torch_npu has no kernel for (or checks the dtypes of) takes the boxed
+  // path, which decides as torch_npu does (npu_coverage.cpp); decided once, the table being set first
+  static bool npu_decides() {
+    if (C10_LIKELY(!npu_coverage_active())) return false;
+    static const bool decides = npu_core_kernel(handle()) != NpuKernel::Plain;
+    return decides;
+  }
+
+  static R boxed(A... args) {
+    return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&core_boxed>(), handle(),
                                                         c10::DispatchKeySet(kKey), args...);
   }
 };

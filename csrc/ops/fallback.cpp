@@ -167,7 +167,13 @@ bool holds_mask(const c10::IValue& v) {
 
 // operators whose output size depends on the data: CUDA synchronizes to learn it
 void synchronizing_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (C10_UNLIKELY(npu_coverage_active())) npu_kernel_check(op, *stack);  // torch_npu's dtype checks (npu_coverage.cpp)
+  // the simulated NPU (npu_coverage.cpp): an operator torch_npu has no kernel for runs its composite, else
+  // takes torch_npu's CPU fallback (warned, counted, refused when fallback is off); one it has a kernel
+  // for passes torch_npu's dtype checks
+  if (C10_UNLIKELY(npu_coverage_active())) {
+    if (npu_run_composite(op, stack)) return;
+    npu_cpu_fallback_check(op, *stack);
+  }
   if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;
   const auto& schema = op.schema();
   const auto it = sync_rules().find(&schema);
@@ -249,7 +255,7 @@ void host_composite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
     return;
   }
-  fallback(op, stack);
+  core_boxed(op, stack);
 }
 
 }  // namespace
@@ -266,6 +272,10 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run(op, stack);
 }
 
+void core_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(npu_coverage_active()) && npu_run_composite(op, stack)) return;
+  fallback(op, stack);
+}
 
 // The synchronizing table's operators take synchronizing_fallback, before the CPU kernels are
 // registered directly below (an operator takes one kernel). Operators the device implements itself
@@ -335,6 +345,7 @@ c10::DimVector strides_in(c10::IntArrayRef sizes, at::MemoryFormat format) {
 }
 
 void convolution_as_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(npu_coverage_active()) && npu_run_composite(op, stack)) return;  // no NPU kernel: its composite
   const auto& schema = op.schema();
   const size_t base = stack->size() - schema.arguments().size();
   auto arg = [&](const char* name) -> c10::IValue { return (*stack)[base + *schema.argumentIndexWithName(name)]; };
@@ -385,6 +396,7 @@ void register_fallback() {
   every.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
   for (const char* op : kChoosesBackend) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&convolution_as_device>());
+  if (!is_cuda()) return;  // torch_npu has none of them: on the simulated NPU they take its fallback
   for (const char* op : kVendorPredicates) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&answers_no>());
 }
 

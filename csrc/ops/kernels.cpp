@@ -1,7 +1,7 @@
 // The kernels the device registers itself: allocation, copies, resizing and the view operators.
 // View operators must alias the device tensor's own storage, so they cannot go through the CPU
 // fallback; PyTorch's own implementations of them are device-agnostic and are registered as is.
-#include "shim.h"
+#include "call.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/ScalarOps.h>
@@ -136,25 +136,25 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 void register_kernels() {
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
-  m.impl("native_dropout", native_dropout);
-  m.impl("empty.memory_format", empty_memory_format);
-  m.impl("empty_strided", empty_strided);
-  m.impl("copy_", copy_);
-  m.impl("resize_", resize_);
-  m.impl("set_", set_empty_);
-  m.impl("set_.source_Storage", at::native::set_);
-  m.impl("set_.source_Storage_storage_offset", at::native::set_storage_cpu_);
-  m.impl("set_.source_Tensor", at::native::set_tensor_);
-  m.impl("_local_scalar_dense", local_scalar_dense);
-  m.impl("record_stream", record_stream);
-  m.impl("scalar_tensor", scalar_tensor);
-  m.impl("_to_copy", to_copy);
-  m.impl("as_strided", at::native::as_strided_tensorimpl);
-  m.impl("view", at::native::view);
-  m.impl("_reshape_alias", at::native::_reshape_alias);
-  m.impl("unfold", at::native::unfold);
-  m.impl("view_as_real", at::native::view_as_real);
-  m.impl("view_as_complex", at::native::view_as_complex);
+  kernel<&native_dropout>(m, "native_dropout");
+  kernel<&empty_memory_format>(m, "empty.memory_format");
+  kernel<&empty_strided>(m, "empty_strided");
+  kernel<&copy_>(m, "copy_");
+  kernel<&resize_>(m, "resize_");
+  kernel<&set_empty_>(m, "set_");
+  kernel<&at::native::set_>(m, "set_.source_Storage");
+  kernel<&at::native::set_storage_cpu_>(m, "set_.source_Storage_storage_offset");
+  kernel<&at::native::set_tensor_>(m, "set_.source_Tensor");
+  kernel<&local_scalar_dense>(m, "_local_scalar_dense");
+  kernel<&record_stream>(m, "record_stream");
+  kernel<&scalar_tensor>(m, "scalar_tensor");
+  kernel<&to_copy>(m, "_to_copy");
+  kernel<&at::native::as_strided_tensorimpl>(m, "as_strided");
+  kernel<&at::native::view>(m, "view");
+  kernel<&at::native::_reshape_alias>(m, "_reshape_alias");
+  kernel<&at::native::unfold>(m, "unfold");
+  kernel<&at::native::view_as_real>(m, "view_as_real");
+  kernel<&at::native::view_as_complex>(m, "view_as_complex");
 }
 
 }  // namespace cudashim

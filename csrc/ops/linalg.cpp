@@ -6,7 +6,7 @@
 // device computes with the CPU kernel and hands back CUDA's layout (one copy of the factor).
 //   _linalg_svd: Vh row-major (torch/_meta_registrations.py, _linalg_svd_meta)
 //   linalg_eig:  eigenvectors row-major (meta_linalg_eig)
-#include "shim.h"
+#include "call.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -17,12 +17,6 @@ namespace {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> svd(const at::Tensor& A, bool full_matrices, bool compute_uv,
                                                    std::optional<c10::string_view> driver) {
-  if (C10_UNLIKELY(npu_coverage_active())) {  // torch_npu's own checks of its kernel (npu_coverage.cpp)
-    static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::_linalg_svd", "");
-    const torch::jit::Stack args{A, full_matrices, compute_uv,
-                                 driver.has_value() ? c10::IValue(std::string(*driver)) : c10::IValue()};
-    npu_kernel_check(op, args);
-  }
   const auto index = A.device().index();
   auto [U, S, Vh] = at::_linalg_svd(host(A), full_matrices, compute_uv, driver);
   if (compute_uv) Vh = Vh.contiguous();
@@ -42,8 +36,8 @@ std::tuple<at::Tensor, at::Tensor> eig(const at::Tensor& A) {
 
 void register_linalg() {
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
-  m.impl("_linalg_svd", svd);
-  m.impl("linalg_eig", eig);
+  kernel<&svd>(m, "_linalg_svd");
+  kernel<&eig>(m, "linalg_eig");
 }
 
 }  // namespace cudashim

@@ -147,7 +147,19 @@ void npu_sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* /*sta
 struct Decided {
   bool native;
   const std::vector<DtypeCheck>* checks;
+  // without an NPU kernel: the composite kernel that fills the NPU's slot on a real torch_npu (the
+  // dispatcher's order: CompositeExplicitAutogradNonFunctional, CompositeExplicitAutograd,
+  // CompositeImplicitAutograd), or Undefined when there is none and the CPU fallback takes the operator
+  c10::DispatchKey composite;
 };
+
+c10::DispatchKey composite_of(const c10::OperatorHandle& op) {
+  for (const auto key : {c10::DispatchKey::CompositeExplicitAutogradNonFunctional, c10::DispatchKey::CompositeExplicitAutograd,
+                         c10::DispatchKey::CompositeImplicitAutograd}) {
+    if (op.hasKernelForDispatchKey(key)) return key;
+  }
+  return c10::DispatchKey::Undefined;
+}
 
 // per thread: the decision for each operator is made once, without a lock on the hot path
 const Decided& decided(const c10::OperatorHandle& op) {
@@ -159,8 +171,9 @@ const Decided& decided(const c10::OperatorHandle& op) {
     const std::string full = c10::toString(op.schema().operator_name());
     const std::string key = full.rfind("aten::", 0) == 0 ? full.substr(6) : full;
     const auto found = dtype_checks().find(key);
-    it = made.emplace(&op.schema(), Decided{native().count(key) > 0,
-                                            found == dtype_checks().end() ? nullptr : &found->second}).first;
+    const bool has = native().count(key) > 0;
+    it = made.emplace(&op.schema(), Decided{has, found == dtype_checks().end() ? nullptr : &found->second,
+                                            has ? c10::DispatchKey::Undefined : composite_of(op)}).first;
   }
   return it->second;
 }
@@ -196,6 +209,19 @@ void npu_cpu_fallback_check(const c10::OperatorHandle& op, const torch::jit::Sta
              "' is not currently supported on the NPU backend and will fall back to run on the CPU. This may have "
              "performance implications.");
   }
+}
+
+NpuKernel npu_core_kernel(const c10::OperatorHandle& op) {
+  const Decided& d = decided(op);
+  if (!d.native) return d.composite != c10::DispatchKey::Undefined ? NpuKernel::Composite : NpuKernel::Fallback;
+  return d.checks != nullptr ? NpuKernel::Checked : NpuKernel::Plain;
+}
+
+bool npu_run_composite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const Decided& d = decided(op);
+  if (d.native || d.composite == c10::DispatchKey::Undefined) return false;
+  op.callBoxedForDispatchKey(d.composite, *stack);
+  return true;
 }
 
 void set_npu_native(const std::vector<std::string>& names, const std::vector<std::string>& sparse) {
@@ -244,9 +270,46 @@ std::unordered_map<std::string, int64_t> npu_fallback_counts() {
   return g_fallbacks;
 }
 
+namespace {
+// round with decimals=0 of an int64 tensor. torch_npu's op_api kernel accepts int32 and int64
+// (op-plugin op_plugin/ops/opapi/RoundDecimalsKernelNpuOpApi.cpp, round_decimals_check) and calls
+// aclnnRoundDecimals, which runs an int64 tensor on the AI CPU (CANN ops-math
+// math/round/op_host/op_api/round.cpp: int64 is not among a 910B's AI Core dtypes), whose integer
+// branch for decimals=0 copies its input (math/round/op_kernel_aicpu/round_aicpu.cpp, RangeRound). The
+// CPU has no integer kernel for it. Other decimals (the AI CPU kernel's integer arithmetic) and int32
+// (a 910B's AI Core kernel, not published) take the fallback, which fails as the CPU does.
+void npu_round_decimals(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  const size_t base = stack->size() - n;
+  const c10::IValue& self = (*stack)[base];
+  const bool out = op.schema().overload_name() == "decimals_out";
+  const bool identity = self.isTensor() && self.toTensor().scalar_type() == at::kLong && (*stack)[base + 1].toInt() == 0 &&
+                        (!out || (*stack)[base + 2].toTensor().scalar_type() == at::kLong);
+  if (!identity) {
+    fallback(op, stack);
+    return;
+  }
+  const at::Tensor x = self.toTensor();
+  at::Tensor result;
+  if (out) {
+    result = (*stack)[base + 2].toTensor();
+    result.resize_(x.sizes());
+    result.copy_(x);
+  } else {
+    result = op.schema().name() == "aten::round_" ? x : x.clone();
+  }
+  torch::jit::drop(*stack, n);
+  stack->emplace_back(std::move(result));
+}
+}  // namespace
+
 void register_npu_sparse() {
   static torch::Library m(torch::Library::IMPL, "_", c10::DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&npu_sparse_fallback>());
+  static torch::Library kernels(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
+  for (const char* op : {"round.decimals", "round_.decimals", "round.decimals_out"}) {
+    kernels.impl(op, torch::CppFunction::makeFromBoxedFunction<&npu_round_decimals>());
+  }
 }
 
 }  // namespace cudashim

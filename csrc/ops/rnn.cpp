@@ -7,7 +7,7 @@
 // CUDA's workspace layout, which the backward operators read:
 //   LSTM: workspace (B, 4H) = activated gates [i, f, g, o]
 //   GRU:  workspace (B, 5H) = [r, z, n, hx, hidden new-gate pre-activation + hidden bias]
-#include "shim.h"
+#include "call.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -103,10 +103,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
 
 void register_rnn() {
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
-  m.impl("_thnn_fused_lstm_cell", lstm_cell);
-  m.impl("_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward);
-  m.impl("_thnn_fused_gru_cell", gru_cell);
-  m.impl("_thnn_fused_gru_cell_backward", gru_cell_backward);
+  kernel<&lstm_cell>(m, "_thnn_fused_lstm_cell");
+  kernel<&lstm_cell_backward>(m, "_thnn_fused_lstm_cell_backward_impl");
+  kernel<&gru_cell>(m, "_thnn_fused_gru_cell");
+  kernel<&gru_cell_backward>(m, "_thnn_fused_gru_cell_backward");
 }
 
 }  // namespace cudashim

@@ -7,7 +7,7 @@
 // and PyTorch's CUDA branch of SDPA drops attn_mask when it calls it; so when the CPU's choice is flash
 // and there is a mask, the device answers "overrideable" instead, whose operator carries the mask, and
 // runs the same CPU flash kernel with it (the CPU's own result, bit for bit).
-#include "shim.h"
+#include "call.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
@@ -143,10 +143,10 @@ void register_sdpa() {
     at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&choose);
   }
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
-  m.impl("_scaled_dot_product_flash_attention", flash);
-  m.impl("_scaled_dot_product_flash_attention_backward", flash_backward);
-  m.impl("_scaled_dot_product_fused_attention_overrideable", masked);
-  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", masked_backward);
+  kernel<&flash>(m, "_scaled_dot_product_flash_attention");
+  kernel<&flash_backward>(m, "_scaled_dot_product_flash_attention_backward");
+  kernel<&masked>(m, "_scaled_dot_product_fused_attention_overrideable");
+  kernel<&masked_backward>(m, "_scaled_dot_product_fused_attention_overrideable_backward");
 }
 
 }  // namespace cudashim

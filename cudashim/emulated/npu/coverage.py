@@ -33,6 +33,16 @@ Status = str  # "native" | "composite" | "fallback" | "fails"
 #: the simulator's own operators, by qualified name: each stands for work a real torch_npu does on the NPU
 #: (a compiled kernel or an NPU operator called inside a graph capture, graph_kernels.py), not a fallback
 SIMULATOR_OPS = ("cudashim::graph_kernel",)
+#: aten operators torch_npu has no kernel for that the simulated NPU reaches only inside operators torch_npu
+#: has one for, where the core's kernel for them does part of that kernel's work: SDPA's flash and
+#: overrideable operators, chosen by the core's _fused_sdp_choice (torch_npu's own choice never picks them;
+#: scaled_dot_product_attention is an NPU kernel), and the GRU cell's backward (torch_npu registers
+#: _thnn_fused_gru_cell with its own autograd, op_plugin_functions.yaml's `autograd:` section, so PyTorch's
+#: formula that calls this operator never runs there). Every other operator the core implements itself
+#: decides as the fallback does (csrc/ops/call.h, Gated).
+STAND_INS = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+             "_scaled_dot_product_fused_attention_overrideable",
+             "_scaled_dot_product_fused_attention_overrideable_backward", "_thnn_fused_gru_cell_backward")
 _COMPOSITE_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 
 
@@ -131,7 +141,7 @@ def install(core: Any) -> None:
     """The core's fallback follows the table and torch_npu's dtype checks from now on (the simulated NPU's
     start, before any operator)."""
     t = table()
-    core.set_npu_native(sorted(t["ops"]) + list(SIMULATOR_OPS), sorted(t["sparse"]))
+    core.set_npu_native(sorted(t["ops"]) + list(SIMULATOR_OPS) + list(STAND_INS), sorted(t["sparse"]))
     import torch
 
     core.set_npu_dtype_checks(_compiled(torch), dtype_checks()["run_whole"])
