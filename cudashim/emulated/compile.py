@@ -118,8 +118,14 @@ def _scheduling_class() -> type:
                 if not hasattr(wrapper, "_cudashim_autotuned"):
                     wrapper._cudashim_autotuned = {}
                 _, call_args, _ = self.args.cpp_argdefs()
-                mutated = _mutated_args(self)
-                wrapper._cudashim_autotuned[kernel_name] = [call_args.index(m) for m in mutated if m in call_args]
+                # a name once per argument Triton lists it under (an input and an output of one buffer
+                # are two arguments, cloned each)
+                positions: list[int] = []
+                for m in _mutated_args(self):
+                    at = [i for i, a in enumerate(call_args) if a == m and i not in positions]
+                    if at:
+                        positions.append(at[0])
+                wrapper._cudashim_autotuned[kernel_name] = positions
             super().call_kernel(wrapper, kernel_name)
 
     class EmulatedCppScheduling(CppScheduling):
@@ -184,7 +190,8 @@ def _hint(sizes: Any) -> int:
 def _mutated_args(group: Any) -> list[str]:
     """The wrapper's names of the buffers a kernel mutates, as Triton's code generator lists its
     mutated_arg_names: the buffers it reuses in place (the scheduler marks both names mutated) and
-    those its nodes' outputs mutate that are its inputs or outputs."""
+    those its nodes' outputs mutate that are its inputs or outputs, a buffer that is both once as each
+    (TritonKernel.codegen_kernel adds its input and its output argument)."""
     from torch._inductor.codegen.common import RemovedArg
 
     mutations: dict[str, None] = {}
@@ -195,14 +202,18 @@ def _mutated_args(group: Any) -> list[str]:
     for inplaced in args.inplace_buffers.values():  # reused in place: Triton's scheduler marks both names mutated
         if not isinstance(inplaced, RemovedArg) and inplaced.other_names[-1] not in out:
             out.append(inplaced.other_names[-1])
+    out = list(dict.fromkeys(out))
     for name in mutations:
         inplaced = args.inplace_buffers.get(name)
         if inplaced is not None and not isinstance(inplaced, RemovedArg):
-            out.append(inplaced.other_names[-1])
-        elif name in args.input_buffers or (name in args.output_buffers
-                                            and not isinstance(args.output_buffers[name], RemovedArg)):
+            if inplaced.other_names[-1] not in out:
+                out.append(inplaced.other_names[-1])
+            continue
+        if name in args.input_buffers:
             out.append(name)
-    return list(dict.fromkeys(out))
+        if name in args.output_buffers and not isinstance(args.output_buffers[name], RemovedArg):
+            out.append(name)
+    return out
 
 
 class _AutotuneOnce:
