@@ -24,6 +24,12 @@ __all__ = ["CODES", "Case", "op_names", "select_ops", "run_op", "summarize"]
 # the error-code line torch_npu appends to its own refusals (formatErrorCode: "ERR01002 OPS invalid type");
 # the simulated NPU writes it as torch_npu does
 _NPU_REFUSAL = re.compile(r"\) ERR\d{5} (OPS|PTA) ")
+# sparse CSR tensors: torch_npu registers no fallback for the SparseCsrPrivateUse1 key (its boxed fallbacks
+# are PrivateUse1's and SparsePrivateUse1's, torch_npu/csrc/aten/VariableFallbackKernel.cpp) and kernels
+# for two operators only (torch_npu/csrc/aten/ops/SparseCsrReductionFallbackKernelNpu.cpp): any other
+# operator on a CSR tensor is the dispatcher's NotImplementedError on an NPU as on the simulated one
+_NPU_NO_CSR_KERNEL = re.compile(r"Could not run 'aten::(?!_sparse_csr_sum|_sparse_csr_prod)[\w.]+' with arguments "
+                                r"from the 'SparseCsrnpu' backend")
 
 CODES = {
     "=": "equal: same bits, dtype and shape (or the same exception type on both)",
@@ -31,9 +37,10 @@ CODES = {
     "x": "differ: values beyond tolerance",
     "m": "meta: dtype, shape, layout or device of an output differs",
     "D": "the device raised, the CPU did not",
-    "n": "the simulated NPU refused as torch_npu's own code refuses (a dtype check of its kernel, cited in "
-         "cudashim/emulated/npu/torch_npu_dtype_checks.json, its error code in the message) where the CPU "
-         "runs the call: the NPU's outcome, not the CPU's (counted as equal)",
+    "n": "the simulated NPU refused as torch_npu refuses where the CPU runs the call: its own code's refusals "
+         "(a dtype check of its kernel, cited in cudashim/emulated/npu/torch_npu_dtype_checks.json; its "
+         "sparse fallback), with its error code in the message, or an operator on a sparse CSR tensor, for "
+         "which torch_npu registers no kernel: the NPU's outcome, not the CPU's (counted as equal)",
     "C": "the CPU raised, the device did not",
     "T": "both raised, different exception types",
     "M": "error input: the device did not raise",
@@ -314,7 +321,9 @@ def _run_pair(op: Any, sample: Any, device: str, seed: int, backward: bool, gen_
             return "=", ""
         return "T", f"CPU {_first_line(rc.error)} | device {_first_line(rd.error)}"
     if rd.error is not None:
-        if device.startswith("npu") and _NPU_REFUSAL.search(str(rd.error)):
+        if device.startswith("npu") and (_NPU_REFUSAL.search(str(rd.error)) or
+                                         (isinstance(rd.error, NotImplementedError) and
+                                          _NPU_NO_CSR_KERNEL.search(str(rd.error)))):
             return "n", _first_line(rd.error)
         return "D", _first_line(rd.error) + "\n" + rd.trace[-1500:]
     if rc.error is not None:
