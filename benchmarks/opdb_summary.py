@@ -20,6 +20,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import _results  # noqa: E402
+from opdb_cases import CODES  # noqa: E402
 
 __all__ = ["digest", "main"]
 
@@ -44,6 +45,14 @@ def digest(sweep: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         figures[f"{mode}: share equal"] = m["equal_share"]
         if mode in GOALS:
             figures[f"{mode}: goal {GOALS[mode]} met"] = m["equal_share"] >= GOALS[mode]
+        refused = m["codes"].get("n", 0)
+        if refused:
+            # the simulated NPU's refusals are counted as equal (they are the NPU's outcome): the share of
+            # the calls it runs shows the values apart from them
+            figures[f"{mode}: refused as torch_npu refuses (n)"] = refused
+            ran = m["cases"] - refused
+            figures[f"{mode}: share equal of the calls the device runs"] = round(
+                sum(m["codes"].get(c, 0) for c in "=rc") / ran, 5) if ran else None
     groups: dict[tuple[str, str, str, str], list[str]] = {}
     for r in sweep["not_equal"]:
         groups.setdefault((r["op"], r["mode"], r["code"], _cause(r["detail"])), []).append(r["dtype"])
@@ -59,14 +68,18 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     sweep = json.loads(a.sweep.read_text())
     figures, table = digest(sweep)
+    used = {c for m in sweep["summary"].values() for c in m["codes"]}
     name = f"opdb_{sweep['device']}_summary"
-    options = {k: v for k, v in sweep["options"].items() if v}
+    options = {k: v for k, v in sweep["options"].items() if v and k != "ran"}  # "ran": the ops a re-run took
     _results.record(name, figures, table=table,
                     goal=f"forward at least {GOALS['forward']} and backward at least {GOALS['backward']} of the cases equal",
                     note=(f"From the sweep `{sweep['command']}` of {sweep['date']} at `{sweep['commit'][:12]}` "
                           f"(torch {sweep['torch']}, {sweep['ops']} OpInfos, options {options}, "
-                          f"{sweep['seconds']} s; every case in `{a.sweep.as_posix()}`). Codes: "
-                          + "; ".join(f"`{k}` {v}" for k, v in sweep["codes"].items() if k not in ("=",)) + "."))
+                          f"{sweep['seconds']} s; every case in `{a.sweep.as_posix()}`)."
+                          + "".join(f" Then `{u['command']}` at `{u['commit'][:12]}` ({len(u['ops'])} OpInfos run "
+                                    f"again, {u['date']})." for u in sweep.get("updates", []))
+                          + " Codes: "
+                          + "; ".join(f"`{k}` {v}" for k, v in CODES.items() if k != "=" and k in used) + "."))
     return 0
 
 
