@@ -1,6 +1,6 @@
 """What every test folder shares: helper modules on the path, the tiers as markers, the one `gpu` skip.
 
-- tests/fixtures holds the shared helpers (hwtrees, hwtest, replacements_ref); pyproject's
+- tests/fixtures holds the shared helpers (hwtrees, hwtest, replacements_ref, nvidia_gpu); pyproject's
   `pythonpath` puts it on sys.path, so test files import them by name (no sys.path edits).
 - Tiers are markers: `gpu` (an NVIDIA GPU; skipped without one, written once below), `subprocess`
   (fresh interpreters: tests/subprocess, tests/hooks, tests/trust), `ascend_contract` (tests/ascend: the alias
@@ -9,13 +9,10 @@
 
 from __future__ import annotations
 
-import functools
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from nvidia_gpu import has_nvidia_gpu
 
 __all__ = ["has_nvidia_gpu", "REPO"]
 
@@ -23,19 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 # folder -> the tier marker every test in it carries
 _FOLDER_TIERS = {"subprocess": "subprocess", "hooks": "subprocess", "trust": "subprocess", "ascend": "ascend_contract"}
-
-
-@functools.lru_cache(maxsize=None)
-def has_nvidia_gpu() -> bool:
-    """Whether this box has an NVIDIA GPU: the driver's /proc entry or `nvidia-smi -L`, never torch
-    (a CUDA context here would change what the activation tests observe)."""
-    if os.path.isdir("/proc/driver/nvidia/gpus"):
-        return True
-    smi = shutil.which("nvidia-smi")
-    try:
-        return bool(smi) and subprocess.run([smi, "-L"], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def _torch_sees_cuda() -> bool:

@@ -11,14 +11,12 @@ static shapes match benchmarks/bench_kernels_gpu.py so its compiles are cache hi
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
+from nvidia_gpu import has_nvidia_gpu
 
-# no NVIDIA driver: every test here would be skipped by the gpu mark; skip before importing tilelang,
+# no NVIDIA GPU: every test here would be skipped by the gpu mark; skip before importing tilelang,
 # which every xdist worker would otherwise import at collection
-if not (os.path.isdir("/proc/driver/nvidia/gpus") or shutil.which("nvidia-smi")):
+if not has_nvidia_gpu():
     pytest.skip("needs an NVIDIA GPU", allow_module_level=True)
 torch = pytest.importorskip("torch")
 pytest.importorskip("tilelang", reason="tilelang not installed: pip install the carried .whl-tl/.whl-z3 wheels")
