@@ -7,7 +7,7 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 #include <pybind11/stl.h>
 
 namespace cudashim {

@@ -25,7 +25,7 @@
 #include <ATen/ThreadLocalPythonObjects.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace cudashim {
 namespace {

@@ -39,14 +39,16 @@ __all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES", "KEYS"]
 
 _CSRC = Path(__file__).resolve().parents[2] / "csrc"
 # grouped as PyTorch's reference backend groups its own: the device runtime (memory, devices, streams,
-# generators, the hooks torch asks), the operators, distributed, graphs; module.cpp binds them for Python
-SOURCES = ("runtime/devices.cpp", "runtime/allocator.cpp", "runtime/cache_model.cpp", "runtime/generator.cpp", "runtime/guard.cpp",
-           "runtime/hooks.cpp", "runtime/exit.cpp",
+# generators, the hooks torch asks), the operators, distributed, graphs; module.cpp binds them for Python.
+# The two sources that include pybind11's headers take longest and come first: the build starts them
+# first, and the others share the second core meanwhile.
+SOURCES = ("module.cpp", "runtime/exit.cpp",
+           "runtime/devices.cpp", "runtime/allocator.cpp", "runtime/cache_model.cpp", "runtime/generator.cpp", "runtime/guard.cpp",
+           "runtime/hooks.cpp",
            "ops/views.cpp", "ops/kernels.cpp", "ops/fallback.cpp", "ops/direct.cpp", "ops/amp.cpp", "ops/sdpa.cpp",
            "ops/rnn.cpp", "ops/linalg.cpp", "ops/npu_coverage.cpp", "ops/sparse.cpp", "ops/cuda_only.cpp", "ops/blas.cpp",
            "distributed/collectives.cpp", "distributed/ddp_timer.cpp",
-           "graphs/graph.cpp", "graphs/pools.cpp",
-           "module.cpp")
+           "graphs/graph.cpp", "graphs/pools.cpp")
 _HEADERS = ("shim.h", "ops/call.h")
 KEYS = ("CUDA", "PrivateUse1")  # what the core's init accepts
 _NAME = "cudashim_core"  # the extension's module name, compiled in (its PyInit_ symbol)
@@ -219,8 +221,8 @@ def _compile(where: Path, verbose: bool) -> ModuleType:
         raise EmulatedBuildError(f"cannot create the emulated device's build folder {where}: {e}; set "
                                  "CUDASHIM_BUILD_DIR to a writable folder and run `python -m cudashim.emulated`") from e
     _set_aside_interrupted(where)
-    flags = ["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"]
     try:
+        flags = FLAGS + _precompiled_header(where)
         return cpp_extension.load(name=_NAME, sources=[str(_CSRC / s) for s in SOURCES], extra_cflags=flags,
                            extra_include_paths=[str(_CSRC)], build_directory=str(where), verbose=verbose,
                            is_python_module=True, with_cuda=False)
@@ -229,6 +231,41 @@ def _compile(where: Path, verbose: bool) -> ModuleType:
             f"building the emulated device's native core failed: {_errors(str(e))}. It needs a C++17 compiler (g++) and "
             "ninja; install them and run `python -m cudashim.emulated`, or choose another platform "
             "(CUDASHIM_PLATFORM)") from e
+    finally:
+        (where / f"{_PCH}.gch").unlink(missing_ok=True)  # hundreds of MB, of no use once the objects exist
+
+
+FLAGS = ["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"]
+_PCH = "precompiled.h"
+
+
+def compile_flags() -> list[str]:
+    """The flags torch's extension build (cpp_extension.load, no CUDA) gives each of the core's sources, in
+    its order: a precompiled header is used only where it was made with the same ones."""
+    from torch.utils import cpp_extension
+
+    includes = cpp_extension.include_paths("cpu") + [sysconfig.get_path("include", scheme="posix_prefix")]
+    return ([f"-DTORCH_EXTENSION_NAME={_NAME}", "-DTORCH_API_INCLUDE_EXTENSION_H", f"-I{_CSRC}"]
+            + [f for i in includes for f in ("-isystem", i)] + ["-fPIC", "-std=c++20"] + FLAGS)
+
+
+def _precompiled_header(where: Path) -> list[str]:
+    """shim.h (ATen's headers) compiled once, for every source to include first: parsing those headers is
+    most of each source's compile time. The flags that make every source include it; none where g++
+    cannot make it (another compiler): the sources then parse the headers themselves, as they would
+    anyway if the header did not match their flags (g++ ignores a precompiled header made otherwise)."""
+    import subprocess
+
+    from torch.utils import cpp_extension
+
+    header = where / _PCH
+    header.write_text('#include "shim.h"\n')
+    try:
+        cmd = [cpp_extension.get_cxx_compiler(), *compile_flags(), "-x", "c++-header", str(header), "-o", f"{header}.gch"]
+        made = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    except (AttributeError, OSError):  # a torch without these helpers, no compiler: the build says what is wrong
+        made = False
+    return ["-include", str(header)] if made else []
 
 
 def _set_aside_interrupted(where: Path) -> None:
