@@ -65,20 +65,25 @@ import gpt_fast
 from torch._inductor import cudagraph_trees
 for tokens in gpt_fast.main("cuda"):
     print(" ".join(map(str, tokens)))
+from torch._inductor.async_compile import AsyncCompile
 manager = cudagraph_trees.get_container(0).tree_manager
 print("graphs", 0 if manager is None else len(list(manager.get_roots())),
-      "skips", torch._dynamo.utils.counters["inductor"]["cudagraph_skips"])
+      "skips", torch._dynamo.utils.counters["inductor"]["cudagraph_skips"],
+      "pools", AsyncCompile.pool.cache_info().currsize, AsyncCompile.process_pool.cache_info().currsize)
 """
 
 
 @pytest.mark.skipif(REAL_CUDA, reason="a GPU's float32 kernels round differently from the CPU's: its tokens may differ")
 def test_gpt_fast_generation_tokens_equal_its_cpu_run() -> None:
-    """examples/gpt_fast.py, unchanged, on the device (its decode replayed by CUDA graph trees) and on the CPU."""
-    device = run_python(["-c", _GPT_FAST.format(examples=str(ROOT / "examples"))])
+    """examples/gpt_fast.py, unchanged, on the device (its decode replayed by CUDA graph trees) and on the CPU.
+    Compiled with two compile threads, as on any host of more than one core: Inductor's threads compile the
+    C++ kernels and its worker pool starts (scripts/test gives the other tests' processes one)."""
+    device = run_python(["-c", _GPT_FAST.format(examples=str(ROOT / "examples"))], {"TORCHINDUCTOR_COMPILE_THREADS": "2"})
     assert device.returncode == 0, device.stderr[-4000:]
     lines = device.stdout.strip().splitlines()
     graphs = lines[-1].split()
     assert int(graphs[1]) >= 1 and graphs[3] == "0", lines[-1]  # the decode step's graph was recorded, none skipped
+    assert graphs[5:] == ["1", "1"], lines[-1]  # the compile threads and the worker pool were made
     env = dict(os.environ, CUDASHIM_DISABLE="1")  # the oracle: the same program on the CPU, plain torch
     cpu = subprocess.run([sys.executable, str(ROOT / "examples" / "gpt_fast.py"), "--device", "cpu"], env=env,
                          capture_output=True, text=True, timeout=900)
