@@ -46,8 +46,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU"))
         elif gpu.kwargs.get("torch") and not _torch_sees_cuda():
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU visible to torch (a CUDA build)"))
-    # the files with slow tests first, each file's tests in their order: pytest-xdist hands out whole
-    # files (--dist loadfile) in this order when scripts/test turns off its own (most tests first, which
-    # left the few long nano-vllm files for the end, one worker running them while the other idled)
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
