@@ -202,7 +202,6 @@ def _mutated_args(group: Any) -> list[str]:
     for inplaced in args.inplace_buffers.values():  # reused in place: Triton's scheduler marks both names mutated
         if not isinstance(inplaced, RemovedArg) and inplaced.other_names[-1] not in out:
             out.append(inplaced.other_names[-1])
-    out = list(dict.fromkeys(out))
     for name in mutations:
         inplaced = args.inplace_buffers.get(name)
         if inplaced is not None and not isinstance(inplaced, RemovedArg):
