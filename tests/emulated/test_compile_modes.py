@@ -1,7 +1,8 @@
 """torch.compile's modes and templates on cuda tensors: compile_checks.py in one fresh interpreter, one test
 per check (on an NVIDIA machine the same checks run on real CUDA, the oracle), the emulated device's one
-refusal (a backward through compiled flex_attention), and a gpt-fast-style generation program
-(examples/gpt_fast.py: reduce-overhead decode, dynamic-shape prefill) whose tokens equal its CPU run's."""
+refusal (a backward through compiled flex_attention), a gpt-fast-style generation program
+(examples/gpt_fast.py: reduce-overhead decode, dynamic-shape prefill) whose tokens equal its CPU run's, and
+a compile on Inductor's compile threads."""
 
 from __future__ import annotations
 
