@@ -16,6 +16,7 @@
 // every earlier task is gone, and the tiny ones hold nothing that needs the GIL.
 #include "shim.h"
 
+#include <Python.h>
 #include <dirent.h>
 
 #include <cstring>
@@ -25,7 +26,6 @@
 #include <ATen/ThreadLocalPythonObjects.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/utils/pybind.h>
 
 namespace cudashim {
 namespace {
@@ -58,6 +58,19 @@ void tiny_backwards() {
   }
 }
 
+// the GIL dropped for the scope and taken back however it ends; Python's C API, not pybind11's
+// gil_scoped_release, whose headers would be most of this file's compile work for one call
+class GilReleased {
+ public:
+  GilReleased() : state_(PyEval_SaveThread()) {}
+  ~GilReleased() { PyEval_RestoreThread(state_); }
+  GilReleased(const GilReleased&) = delete;
+  GilReleased& operator=(const GilReleased&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 }  // namespace
 
 void quiesce_autograd() {
@@ -73,7 +86,7 @@ void quiesce_autograd() {
   at::impl::ThreadLocalPythonObjects::set_state(at::impl::ThreadLocalPythonObjects());
   at::SavedTensorDefaultHooks::set_tls_state(at::impl::SavedTensorDefaultHooksTLS());
   try {
-    py::gil_scoped_release nogil;  // a device thread may be waiting for the GIL to drop an earlier task
+    GilReleased nogil;  // a device thread may be waiting for the GIL to drop an earlier task
     tiny_backwards();
   } catch (const std::exception&) {
     // exiting anyway: a failed flush leaves the race as it was, it must not turn into an error

@@ -40,12 +40,12 @@ __all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES", "KEYS"]
 _CSRC = Path(__file__).resolve().parents[2] / "csrc"
 # grouped as PyTorch's reference backend groups its own: the device runtime (memory, devices, streams,
 # generators, the hooks torch asks), the operators, distributed, graphs; module.cpp binds them for Python.
-# The two sources that include pybind11's headers take longest and come first: the build starts them
-# first, and the others share the second core meanwhile.
-SOURCES = ("module.cpp", "runtime/exit.cpp",
+# The two sources that take longest (module.cpp includes pybind11's headers; amp.cpp instantiates a kernel
+# for each operator of torch's autocast lists) come first: started first, the others fill the cores after.
+SOURCES = ("module.cpp", "ops/amp.cpp",
            "runtime/devices.cpp", "runtime/allocator.cpp", "runtime/cache_model.cpp", "runtime/generator.cpp", "runtime/guard.cpp",
-           "runtime/hooks.cpp",
-           "ops/views.cpp", "ops/kernels.cpp", "ops/fallback.cpp", "ops/direct.cpp", "ops/amp.cpp", "ops/sdpa.cpp",
+           "runtime/hooks.cpp", "runtime/exit.cpp",
+           "ops/views.cpp", "ops/kernels.cpp", "ops/fallback.cpp", "ops/direct.cpp", "ops/sdpa.cpp",
            "ops/rnn.cpp", "ops/linalg.cpp", "ops/npu_coverage.cpp", "ops/sparse.cpp", "ops/cuda_only.cpp", "ops/blas.cpp",
            "distributed/collectives.cpp", "distributed/ddp_timer.cpp",
            "graphs/graph.cpp", "graphs/pools.cpp")
