@@ -1,12 +1,12 @@
-// scaled_dot_product_attention on the device: the CPU's fused (flash) kernels instead of the
-// unfused math path. PyTorch's SDPA picks a backend through a per-device-type stub that a CPU build
-// leaves empty for CUDA and PrivateUse1 (so it would always fall to math, ~10x slower, and round
-// differently from the CPU); the device fills it with the CPU's own choice, and answers the CUDA flash
-// operator and its backward with the CPU flash kernels on views of the same memory (under
-// torch.compile the choice is asked with FakeTensors, see ask()). CUDA's flash operator takes no mask,
-// and PyTorch's CUDA branch of SDPA drops attn_mask when it calls it; so when the CPU's choice is flash
-// and there is a mask, the device answers "overrideable" instead, whose operator carries the mask, and
-// runs the same CPU flash kernel with it (the CPU's own result, bit for bit).
+// scaled_dot_product_attention on the device: the CPU's fused (flash) kernels instead of the unfused math
+// path. PyTorch's SDPA picks a backend through a per-device-type stub that a CPU build leaves empty for
+// CUDA and PrivateUse1 (so it would always fall to math, which materializes the whole score matrix, and
+// round differently from the CPU); the device fills it with the CPU's own choice, and answers the CUDA
+// flash operator and its backward with the CPU flash kernels on views of the same memory (under
+// torch.compile the choice is asked with FakeTensors, see ask()). CUDA's flash operator takes no mask, and
+// PyTorch's CUDA branch of SDPA drops attn_mask when it calls it; so when the CPU's choice is flash and
+// there is a mask, the device answers "overrideable" instead, whose operator carries the mask, and runs
+// the same CPU flash kernel with it (the CPU's own result, bit for bit).
 #include "call.h"
 
 #include <ATen/EmptyTensor.h>

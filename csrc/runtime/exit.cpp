@@ -7,8 +7,8 @@
 // contextvars context for compiled autograd). If the device thread drops the last reference after the
 // interpreter started finalizing, the decref's GIL acquisition ends the thread (pthread_exit) inside a
 // noexcept destructor and the process aborts: "terminate called without an active exception" after
-// the program's last line ran (pytorch/pytorch#190489; seen in ~1 of 6 two-rank DDP runs here, and
-// possible on a GPU as well).
+// the program's last line ran (pytorch/pytorch#190489: an intermittent abort at the end of
+// multi-rank runs, possible on a GPU as well).
 //
 // quiesce_autograd(), registered with atexit (which runs before finalization), runs one tiny backward
 // per device with the GIL released and no Python state in its thread-local state: a device thread
