@@ -148,6 +148,9 @@ def _load_hook(config: "Any", platform: str) -> None:
 
     patches.install(config, platform)
     importhook.when_imported("torch", lambda module: _on_torch(platform, module))
+    # torch's import (with the device plugins it loads, torch_npu and transfer_to_npu on ascend) and the
+    # first torch.compile's (Dynamo, Inductor) are most of a shimmed program's start-up
+    importhook.pause_gc(("torch", "torch._dynamo", "torch._inductor"))
 
 
 def _unhook(hook: "Any") -> None:

@@ -4,6 +4,7 @@
                                 (the one "know the names now, load on first lookup" mechanism)
     when_imported(name, cb)     cb(module) right after `name` loads, or at once if it is loaded
     watch(name, on_load, standin)   persistent watch (patches): every load; stand-in when absent
+    pause_gc(names)             the next load of each runs with the cyclic garbage collector paused
 
 The bootstrap arms the hook with the module names it will care about (torch and the patch
 targets), so cudashim.patches' registry and cudashim.installers load only when one of them is first
@@ -33,20 +34,26 @@ if TYPE_CHECKING:  # pragma: no cover
     Callback = Callable[[ModuleType], None]
     StandinFactory = Callable[[str], "ModuleSpec | None"]
 
-__all__ = ["Deferred", "when_imported", "watch", "defer", "load_armed", "unwatch_all", "clear", "installed", "FINDER"]
+__all__ = ["Deferred", "when_imported", "watch", "pause_gc", "defer", "load_armed", "unwatch_all", "clear", "installed",
+           "FINDER"]
 
 
 class _Watch:
-    __slots__ = ("once", "always", "standin", "deferred")
+    __slots__ = ("once", "always", "standin", "deferred", "quiet")
 
     def __init__(self) -> None:
         self.once: list[Callback] = []  # when_imported(): fire once, then forget
         self.always: list[Callback] = []  # patches: fire on every (re)load
         self.standin: StandinFactory | None = None  # spec to use when no other finder knows the module
         self.deferred = False  # armed by defer(): the first lookup loads what was deferred
+        self.quiet = False  # pause_gc(): the next load runs with the cyclic garbage collector paused
+
+    def wrapped(self) -> bool:
+        """Whether a load of the module goes through the hook's loader (callbacks or a pause to run)."""
+        return bool(self.once or self.always or self.quiet)
 
     def empty(self) -> bool:
-        return not self.once and not self.always and self.standin is None and not self.deferred
+        return not self.wrapped() and self.standin is None and not self.deferred
 
 
 # All mutable state of the hook: module name -> what to do when it loads.
@@ -151,6 +158,7 @@ def fire(name: str, module: "ModuleType") -> None:
             return
         callbacks = watch.always + watch.once
         watch.once = []
+        watch.quiet = False
         if watch.empty():
             del _watched[name]
     error: BaseException | None = None
@@ -183,6 +191,18 @@ def watch(module_name: str, on_load: "Callback | None" = None, standin: "Standin
         if standin is not None:
             w.standin = standin
         _ensure_finder()
+
+
+def pause_gc(names: "Iterable[str]") -> None:
+    """The next load of each of `names` not yet imported runs with Python's cyclic garbage collector
+    paused (as the caller left it afterwards, however the load ends). A large package's import makes
+    objects by the million and keeps nearly all of them: the collections its allocations trigger walk
+    every object made so far and find almost nothing to free."""
+    with _lock:
+        for name in names:
+            if name not in sys.modules:
+                _watched.setdefault(name, _Watch()).quiet = True
+                _ensure_finder()
 
 
 def defer(names: "Iterable[str]", load: "Callable[[], None]") -> Deferred:

@@ -7,6 +7,7 @@ look a watched module up. Nothing here imports the package (it hands over the wa
     resolve(finder, name, path, target, watch, fire)   the spec to answer, its loader wrapped
 """
 
+import gc
 import sys
 
 # loaded after start-up, but still inside an import of the user's: no typing at import either
@@ -30,10 +31,10 @@ def resolve(finder: "Any", fullname: str, path: "Any", target: "Any", watch: "An
         return None
     if spec.loader is None and spec.submodule_search_locations is not None:
         spec.loader = _namespace_loader(spec)  # what importlib would fill in, made explicit to wrap it
-    if not (watch.always or watch.once):  # a parent watched only to be stood in: real, leave it be
+    if not watch.wrapped():  # a parent watched only to be stood in: real, leave it be
         return spec
     if spec.loader is not None and hasattr(spec.loader, "exec_module") and not isinstance(spec.loader, _Loader):
-        spec.loader = _Loader(spec.loader, fullname, fire)
+        spec.loader = _Loader(spec.loader, fullname, fire, watch.quiet)
     return spec
 
 
@@ -67,12 +68,14 @@ def _namespace_loader(spec: "ModuleSpec") -> "Any":
 
 
 class _Loader:
-    """Delegates to the real loader; after exec_module runs the callbacks watching the module."""
+    """Delegates to the real loader; after exec_module runs the callbacks watching the module. A quiet
+    one (importhook.pause_gc) runs the module's code with the cyclic garbage collector paused."""
 
-    def __init__(self, loader: "Any", name: str, fire: "Callable[[str, ModuleType], None]") -> None:
+    def __init__(self, loader: "Any", name: str, fire: "Callable[[str, ModuleType], None]", quiet: bool = False) -> None:
         self._loader = loader
         self._name = name
         self._fire = fire
+        self._quiet = quiet
 
     def __getattr__(self, attr: str) -> "Any":  # get_data, get_filename, is_package, get_source...
         return getattr(self._loader, attr)
@@ -88,6 +91,14 @@ class _Loader:
             spec.loader = self._loader
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = self._loader
-        self._loader.exec_module(module)
-        # a module may replace itself in sys.modules while running (lazy-module pattern)
-        self._fire(self._name, sys.modules.get(self._name, module))
+        # left as it is where the program, or an enclosing quiet load, disabled it
+        paused = self._quiet and gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            self._loader.exec_module(module)
+            # a module may replace itself in sys.modules while running (lazy-module pattern)
+            self._fire(self._name, sys.modules.get(self._name, module))
+        finally:
+            if paused:
+                gc.enable()

@@ -1,0 +1,89 @@
+"""importhook.pause_gc: the next load of a named module runs with the cyclic garbage collector paused and
+leaves it as it was, however the load ends; shimmed start-ups pause it while torch loads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Callable
+
+from conftest import REPO
+
+Run = Callable[..., str]
+
+# a module that says, while its code runs, whether the collector is on; `bad` fails half-way
+MODULES = {
+    "big/__init__.py": "import gc\nSEEN = gc.isenabled()\nfrom big import inner\n",
+    "big/inner.py": "import gc\nSEEN = gc.isenabled()\n",
+    "bad.py": "import gc\nSEEN = gc.isenabled()\nraise RuntimeError('half-way')\n",
+    "plain.py": "import gc\nSEEN = gc.isenabled()\n",
+}
+
+
+def test_the_load_runs_paused_and_the_collector_is_back_after(shim: Run) -> None:
+    shim("""
+        import gc
+        importhook.pause_gc(["big"])
+        import big, plain
+        assert big.SEEN is False and big.inner.SEEN is False  # the package and what it imports
+        assert plain.SEEN is True  # a module not named: as usual
+        assert gc.isenabled()
+        del sys.modules["big"], sys.modules["big.inner"]
+        import big
+        assert big.SEEN is True  # the next load only
+    """, MODULES)
+
+
+def test_a_failed_load_leaves_the_collector_on(shim: Run) -> None:
+    shim("""
+        import gc
+        importhook.pause_gc(["bad"])
+        try:
+            import bad
+        except RuntimeError as e:
+            assert str(e) == "half-way"
+        else:
+            raise AssertionError("the module's error was lost")
+        assert gc.isenabled()
+    """, MODULES)
+
+
+def test_a_collector_the_program_disabled_stays_disabled(shim: Run) -> None:
+    shim("""
+        import gc
+        gc.disable()
+        importhook.pause_gc(["big"])
+        import big
+        assert big.SEEN is False and not gc.isenabled()
+    """, MODULES)
+
+
+# collections the collector starts while `import torch` runs, and whether it is on afterwards
+_COUNT = """
+import gc
+starts = []
+gc.callbacks.append(lambda phase, info: starts.append(info["generation"]) if phase == "start" else None)
+import torch
+print(len(starts), gc.isenabled())
+"""
+
+
+def _count(shimmed: bool) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDASHIM_")}
+    env["PYTHONPATH"] = str(REPO)
+    if shimmed:
+        cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "-c", _COUNT]
+    else:
+        env["CUDASHIM_DISABLE"] = "1"
+        cmd = [sys.executable, "-c", _COUNT]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.split()[-2:]
+
+
+def test_a_shimmed_import_of_torch_runs_no_collection() -> None:
+    plain, shimmed = _count(False), _count(True)
+    assert int(plain[0]) > 1 and plain[1] == "True", plain  # torch's import alone starts collections
+    # at most the one an allocation may trigger before the import reaches torch's own code
+    assert int(shimmed[0]) <= 1 and shimmed[1] == "True", shimmed
