@@ -69,7 +69,7 @@ def _namespace_loader(spec: "ModuleSpec") -> "Any":
 
 class _Loader:
     """Delegates to the real loader; after exec_module runs the callbacks watching the module. A quiet
-    one (importhook.pause_gc) runs the module's code with the cyclic garbage collector paused."""
+    one (importhook.pause_gc) runs both with the cyclic garbage collector paused."""
 
     def __init__(self, loader: "Any", name: str, fire: "Callable[[str, ModuleType], None]", quiet: bool = False) -> None:
         self._loader = loader
