@@ -16,6 +16,7 @@
 // waited for), since its result is finished after Gloo's.
 #include "shim.h"
 
+#include <ATen/ThreadLocalPythonObjects.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -206,6 +207,24 @@ NcclFinish nccl_reduction(const c10::OperatorHandle& op, torch::jit::Stack* stac
   return finish;
 }
 
+// Gloo's work keeps a copy of the issuing thread's state and is dropped on Gloo's own thread. A Python
+// object in that state (the context autograd's backward stashes, so any collective DDP issues) would
+// need the GIL there, while a thread destroying the group (the last reference, e.g. DDP's reducer
+// freed) joins Gloo's thread holding the GIL: a deadlock. NCCL's work keeps no such state; here the
+// state's Python objects are left out of the work and restored for the caller.
+class NoPythonObjects {
+ public:
+  NoPythonObjects() : saved_(at::impl::ThreadLocalPythonObjects::get_state()) {
+    at::impl::ThreadLocalPythonObjects::set_state(at::impl::ThreadLocalPythonObjects());
+  }
+  ~NoPythonObjects() { at::impl::ThreadLocalPythonObjects::set_state(saved_); }
+  NoPythonObjects(const NoPythonObjects&) = delete;
+  NoPythonObjects& operator=(const NoPythonObjects&) = delete;
+
+ private:
+  at::impl::ThreadLocalPythonObjects saved_;
+};
+
 void hosted(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;  // CUDA graph capture (graph.cpp)
   const size_t n = op.schema().arguments().size();
@@ -213,7 +232,10 @@ void hosted(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Views views;
   for (size_t i = base; i < stack->size(); ++i) (*stack)[i] = to_host((*stack)[i], views);
   const NcclFinish finish = nccl_reduction(op, stack, base, views);
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  {
+    NoPythonObjects unheld;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
   const size_t m = op.schema().returns().size();
   if (finish.pending()) {
     for (size_t i = stack->size() - m; i < stack->size(); ++i) {

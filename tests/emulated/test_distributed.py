@@ -91,3 +91,40 @@ def test_fsdp2_compiled_attention_model_equals_its_cpu_twin(tmp_path) -> None:  
     want = _cpu_twin_losses("_fsdp_compile_worker.py", weights)
     # the same CPU kernels, compiled alike, two-rank sums: equal to the last bit
     assert device == want, (device, want)
+
+
+_WORK_STATE = """
+import gc, weakref
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+
+
+class Held:
+    pass
+
+
+obj = Held()
+ref = weakref.ref(obj)
+torch._C._stash_obj_in_tls("held", obj)  # a Python object in the thread's state, as every backward leaves one
+del obj
+t = torch.ones(4, device="cuda")
+work = dist.all_reduce(t, async_op=True)
+work.wait()
+torch._C._stash_obj_in_tls("held", None)  # the thread lets go of it
+gc.collect()
+print("kept" if ref() is not None else "released", t.cpu().tolist())
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="the device's collectives run on Gloo's thread; NCCL's work keeps no thread state")
+def test_a_collectives_work_keeps_no_python_object_of_the_thread() -> None:
+    """A collective's work outlives the call on Gloo's thread. Had it kept the Python objects of the issuing
+    thread's state, dropping it there needs the GIL, and a thread that frees the group (DDP's reducer freed
+    after backward) joins Gloo's thread holding the GIL: that process hung (csrc/distributed/collectives.cpp).
+    Deterministic stand-in for the race: the work, still referenced, must not keep the object alive."""
+    proc = run_python(["-c", _WORK_STATE])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.split("\n")[-2] == "released [1.0, 1.0, 1.0, 1.0]", proc.stdout
