@@ -237,6 +237,7 @@ def _compile(where: Path, verbose: bool) -> ModuleType:
 
 FLAGS = ["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"]
 _PCH = "precompiled.h"
+_MADE_WITH = "made with: "
 
 
 def compile_flags() -> list[str]:
@@ -254,14 +255,17 @@ def _precompiled_header(where: Path) -> list[str]:
     most of each source's compile time. The flags that make every source include it; none where g++
     cannot make it (another compiler): the sources then parse the headers themselves, as they would
     anyway if the header did not match their flags (g++ ignores a precompiled header made otherwise)."""
+    import shlex
     import subprocess
 
     from torch.utils import cpp_extension
 
     header = where / _PCH
-    header.write_text('#include "shim.h"\n')
     try:
-        cmd = [cpp_extension.get_cxx_compiler(), *compile_flags(), "-x", "c++-header", str(header), "-o", f"{header}.gch"]
+        flags = compile_flags()
+        # the flags it is made with, kept in it: the build's record to check the sources' flags against
+        header.write_text(f"// {_MADE_WITH}{shlex.join(flags)}\n#include \"shim.h\"\n")
+        cmd = [cpp_extension.get_cxx_compiler(), *flags, "-x", "c++-header", str(header), "-o", f"{header}.gch"]
         made = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
     except (AttributeError, OSError):  # a torch without these helpers, no compiler: the build says what is wrong
         made = False
