@@ -187,6 +187,7 @@ void init(py::module_& m, const std::string& key) {
   chosen = key;
   kType = key == "CUDA" ? c10::DeviceType::CUDA : c10::DeviceType::PrivateUse1;
   kKey = key == "CUDA" ? c10::DispatchKey::CUDA : c10::DispatchKey::PrivateUse1;
+  replace_torch_cuda_kernels();  // first: every registration below goes on top of these
   install_allocators();
   register_guard();
   register_hooks();
@@ -271,6 +272,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sync_debug_mode", &sync_debug_mode);
   m.def("set_sync_debug_mode", &set_sync_debug_mode);
   m.def("hooks_active", &hooks_active);
+  m.def("torch_cuda_kernels_replaced", &torch_cuda_kernels_replaced);
   m.def("register_collectives", &register_collectives);
   // CUDA graphs (graph.cpp; the graph itself is torch.accelerator.Graph's registered implementation)
   m.def("capture_underway", &capture_underway);

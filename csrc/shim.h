@@ -163,6 +163,13 @@ at::Tensor empty_on(c10::DeviceIndex index, c10::IntArrayRef size, c10::IntArray
 // init()'s registrations for kKey / kType (what static registration does in a library built for one
 // key), each made once: hooks.cpp, guard.cpp, sdpa.cpp, and the operator files' kernels
 void register_hooks();
+// torch_cuda.cpp: on a CUDA build of torch, its CUDA backend's kernels replaced by what a CPU build's
+// table holds (composite, else the fallback), before the device's own go on top; the count replaced
+int64_t replace_torch_cuda_kernels();
+int64_t torch_cuda_kernels_replaced();
+// op has a kernel for key that is not one of torch's CUDA kernels' stand-ins (the device's own, or one
+// a CPU build has too): what "the device implements this operator itself" means on both builds
+bool device_has_kernel(const c10::OperatorHandle& op, c10::DispatchKey key);
 void register_guard();
 void register_sdpa();
 void register_fallback();  // fallback.cpp: the boxed fallback and the composites that choose a backend

@@ -1,6 +1,7 @@
 """Exit 0 when everything scripts/install would install is already here at the pinned versions.
 
-Checked without pip (which takes seconds to start and resolve): torch's pin, this checkout installed
+Checked without pip (which takes seconds to start and resolve): a torch of the supported range (the
+user's own is kept: scripts/install installs the pinned one only where there is none), this checkout installed
 editable with its `test` extra, the test subjects of tests/requirements-subjects.txt, and the
 optional tilelang extra. Prints what is missing and exits 1 otherwise. Standard library only.
 """
@@ -45,10 +46,30 @@ def _satisfied(line: str) -> str | None:
     return None if ok else f"{name} {have} installed, {op}{want} wanted"
 
 
+def torch_state() -> tuple[str, str]:
+    """("none" | "supported" | "unsupported", what is wrong or ""): the installed torch against the range
+    cudashim/_torch_compat.py names (read from the file: this script runs before the package is installed)."""
+    try:
+        have = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none", "torch is not installed"
+    sys.path.insert(0, str(REPO))
+    try:
+        from cudashim import _torch_compat
+    finally:
+        sys.path.pop(0)
+    if _torch_compat.SUPPORTED[0] <= _torch_compat.release(have) <= _torch_compat.SUPPORTED[1]:
+        return "supported", ""
+    return "unsupported", (f"torch {have} is installed and cudashim supports torch{_torch_compat.SUPPORTED_SPEC}; "
+                           f"it is left as it is: install a supported torch yourself (pip install "
+                           f"'torch{_torch_compat.SUPPORTED_SPEC}'), then run scripts/install again")
+
+
 def missing() -> list[str]:
     out: list[str] = []
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    lines = ["torch==2.13.0", *project["dependencies"], *project["optional-dependencies"]["test"],
+    out += [why for why in [torch_state()[1]] if why]
+    lines = [*project["dependencies"], *project["optional-dependencies"]["test"],
              *project["optional-dependencies"]["tilelang"],
              *(REPO / "tests" / "requirements-subjects.txt").read_text().splitlines()]
     out += [why for why in map(_satisfied, lines) if why]
@@ -65,6 +86,11 @@ def missing() -> list[str]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--torch"]:  # scripts/install: 0 a supported torch, 3 none, 4 one outside the range
+        state, why = torch_state()
+        if why and state == "unsupported":
+            print(f"scripts/install: {why}", file=sys.stderr)
+        sys.exit({"supported": 0, "none": 3}.get(state, 4))
     problems = missing()
     for p in problems:
         print(f"scripts/install: {p}", file=sys.stderr)

@@ -24,9 +24,11 @@ class HostTimer final : public c10d::Timer {
 
 }  // namespace
 
+// preferred over a timer already registered for the type: a CUDA build's own, on CUDA events, is there
+// before this library loads (an equal priority would end the process)
 void register_timer() {
   using c10d::TimerRegistry, c10d::RegistererTimerRegistry;  // the registration macro names them unqualified
-  C10_REGISTER_TYPED_CLASS(TimerRegistry, kType, HostTimer)
+  C10_REGISTER_TYPED_CLASS_WITH_PRIORITY(TimerRegistry, kType, c10::REGISTRY_PREFERRED, HostTimer)
 }
 
 }  // namespace cudashim

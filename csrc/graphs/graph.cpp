@@ -705,10 +705,11 @@ void register_generator(const at::Generator& g) {
 }  // namespace cudashim
 
 namespace cudashim {
-// at::accelerator::Graph (torch.accelerator.Graph) finds this by the device type's name
+// at::accelerator::Graph (torch.accelerator.Graph) finds this by the device type's name; preferred over
+// a CUDA build's own CUDAGraph, registered under the same name before this library loads
 void register_graph() {
   using at::GraphImplRegistry, at::RegistererGraphImplRegistry;  // the registration macro names them unqualified
-  C10_REGISTER_TYPED_CLASS(GraphImplRegistry, c10::DeviceTypeName(kType, false), Graph)
+  C10_REGISTER_TYPED_CLASS_WITH_PRIORITY(GraphImplRegistry, c10::DeviceTypeName(kType, false), c10::REGISTRY_PREFERRED, Graph)
 }
 std::vector<int64_t> generator_graph_state(c10::DeviceIndex device) { return graph_state_of(device); }
 

@@ -289,7 +289,7 @@ void register_synchronizing(const std::vector<std::pair<std::string, std::string
     const auto dot = name.find('.');
     const c10::OperatorName opname(name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
     auto h = dispatcher.findOp(opname);
-    if (!h || !h->hasSchema() || h->hasKernelForDispatchKey(kKey)) continue;
+    if (!h || !h->hasSchema() || device_has_kernel(*h, kKey)) continue;
     SyncRule rule{SyncRule::When::Always, 0};
     if (when != "always") {
       const auto colon = when.find(':');
@@ -416,7 +416,7 @@ void register_cpu_kernels_direct() {
   for (const auto& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0 || metadata_in_place(name.name)) continue;
     auto h = dispatcher.findOp(name);
-    if (!h || !h->hasSchema() || h->hasKernelForDispatchKey(kKey) || !h->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+    if (!h || !h->hasSchema() || device_has_kernel(*h, kKey) || !h->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
         !(h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
           h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
           h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))) {

@@ -91,11 +91,11 @@ void register_sparse_cpu_kernels() {
     if (!h || !h->hasSchema()) continue;
     const std::string op = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
     const auto fn = [] { return torch::CppFunction::makeFromBoxedFunction<&fallback>(); };
-    if (h->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU) && !h->hasKernelForDispatchKey(c10::DispatchKey::SparseCUDA)) {
+    if (h->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU) && !device_has_kernel(*h, c10::DispatchKey::SparseCUDA)) {
       coo->impl(op.c_str(), fn());
     }
     if (h->hasKernelForDispatchKey(c10::DispatchKey::SparseCsrCPU) &&
-        !h->hasKernelForDispatchKey(c10::DispatchKey::SparseCsrCUDA)) {
+        !device_has_kernel(*h, c10::DispatchKey::SparseCsrCUDA)) {
       compressed->impl(op.c_str(), fn());
     }
   }

@@ -4,9 +4,12 @@
 //
 // CUDA's hooks are created once, from a registry, while torch._C initialises: before this library
 // can load (it loads after `import torch`). A CPU build creates the interface's own stub, an object
-// with no state but its vtable pointer. register_hooks() constructs our hooks in that object's
-// place (same type hierarchy, same size, checked below), so every later getCUDAHooks() call, cached
-// reference or not, reaches them. It only ever replaces that exact stub type, never real hooks.
+// with no state but its vtable pointer; a CUDA build creates torch's CUDA hooks (no state of their own
+// either), which would ask a driver the emulated device does not have. register_hooks() constructs our
+// hooks in that object's place (same type hierarchy, the interface's size, checked below; the object
+// there was made at least that large), so every later getCUDAHooks() call, cached reference or not,
+// reaches them. It runs only where the emulated device serves CUDA, which the platform chooses where
+// no GPU is found: the nvidia platform never loads this library.
 #include "shim.h"
 
 #include <new>
@@ -58,7 +61,7 @@ void register_hooks() {
   if (is_cuda()) {
     static_assert(sizeof(CudaHooks) == sizeof(at::CUDAHooksInterface), "the hooks must fit the stub they replace");
     auto& current = const_cast<at::CUDAHooksInterface&>(at::detail::getCUDAHooks());
-    if (typeid(current) == typeid(at::CUDAHooksInterface)) {
+    if (typeid(current) != typeid(CudaHooks)) {
       current.~CUDAHooksInterface();
       new (&current) CudaHooks(at::CUDAHooksArgs{});
     }

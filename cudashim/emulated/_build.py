@@ -47,6 +47,7 @@ SOURCES = ("module.cpp", "ops/amp.cpp",
            "runtime/hooks.cpp", "runtime/exit.cpp",
            "ops/views.cpp", "ops/kernels.cpp", "ops/fallback.cpp", "ops/direct.cpp", "ops/sdpa.cpp",
            "ops/rnn.cpp", "ops/linalg.cpp", "ops/npu_coverage.cpp", "ops/sparse.cpp", "ops/cuda_only.cpp", "ops/blas.cpp",
+           "ops/torch_cuda.cpp",
            "distributed/collectives.cpp", "distributed/ddp_timer.cpp",
            "graphs/graph.cpp", "graphs/pools.cpp")
 _HEADERS = ("shim.h", "ops/call.h")

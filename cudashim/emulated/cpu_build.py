@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from .. import _torch_compat
+
 __all__ = ["bind", "alias_class"]
 
 _LEGACY = ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor",
@@ -139,5 +141,5 @@ def bind(bindings: Any, torch: Any, index: Callable[[Any], int]) -> None:
     for name, value in _legacy_types(torch, index).items():
         bindings.bind(torch.cuda, name, value, f"torch.cuda.{name}", "emulated")
     for name, fn in _comm(torch).items():
-        if not hasattr(torch._C, name):  # a CUDA build has them; never shadow the real ones
+        if _torch_compat.binds_over_cuda_entry(torch, name):
             bindings.bind(torch._C, name, fn, f"torch.nn.parallel.comm ({name})", "emulated")

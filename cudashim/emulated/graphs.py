@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from .. import _torch_compat
 from ..errors import CapabilityError
 from . import graph_kernels, graph_trees
 
@@ -103,5 +104,5 @@ def bind(bindings: Any, torch: Any, core: Any) -> None:
     for name in ("CUDAGraph", "graph_pool_handle", "is_current_stream_capturing"):
         bindings.bind(tgraphs, name, table[name])
     graph_trees.bind(bindings, torch, core)  # Inductor's CUDA graph trees (mode="reduce-overhead")
-    if not hasattr(torch._C, "_host_emptyCache"):  # torch.cuda.graph's __enter__ calls it; a CPU build lacks it
+    if _torch_compat.binds_over_cuda_entry(torch, "_host_emptyCache"):  # torch.cuda.graph's __enter__ calls it
         bindings.bind(torch._C, "_host_emptyCache", lambda: None)

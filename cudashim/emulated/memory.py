@@ -19,6 +19,8 @@ import os
 import re
 from typing import Any, Callable, Mapping
 
+from .. import _torch_compat
+
 __all__ = ["MemoryTable", "bind_storage_resize", "bind_allocator_apis", "configure"]
 
 _POOLS = ("all", "large_pool", "small_pool")
@@ -311,5 +313,5 @@ def bind_allocator_apis(bindings: Any, torch: Any, core: Any, table: MemoryTable
                      ("_cuda_hostMemoryStats", core.host_stats),
                      ("_host_emptyCache", core.empty_host_cache),
                      ("_cuda_clearCublasWorkspaces", core.clear_blas_workspaces)):
-        if not hasattr(torch._C, name):  # a CUDA build has them; never shadow the real ones
+        if _torch_compat.binds_over_cuda_entry(torch, name):
             bindings.bind(torch._C, name, fn, f"torch._C.{name}", "emulated")

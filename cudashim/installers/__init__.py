@@ -7,6 +7,9 @@ on nvidia nothing is aliased. cpu.py and npu.py each expose install()/uninstall(
 from __future__ import annotations
 
 import importlib
+import sys
+
+from .. import _torch_compat
 
 __all__ = ["install", "uninstall", "installed"]
 
@@ -44,6 +47,8 @@ def install(platform: str) -> None:
         return
     if _installed is not None:
         uninstall()
+    # before anything registers with torch: an untested torch gets the supported range, not an abort
+    _torch_compat.check_supported(sys.modules["torch"])
     importlib.import_module(_MODULES[platform]).install()
     _installed = platform
     _list_accelerator()

@@ -1,7 +1,7 @@
 """Assemble the simulated torch_npu: our stand-ins (simsite/) plus the wheel's own Python files.
 
-REAL_FILES are read from the torch-npu 2.13.0 wheel in the wheel cache (scripts/install fetches it
-with `pip download --no-deps`) and written, unchanged, beside the stand-ins into a folder under the
+REAL_FILES are read from the torch-npu wheel built for the installed torch's release, in the wheel
+cache (scripts/install fetches it with `pip download --no-deps`), and written, unchanged, beside the stand-ins into a folder under the
 cache, keyed by the stand-ins' and the wheel's contents. prepare() puts that folder first on
 sys.path so `import torch_npu` finds it. The wheel's code is never part of this repository.
 """
@@ -16,12 +16,14 @@ import sys
 import zipfile
 from pathlib import Path
 
+from ..._torch_compat import torch_npu_release
 from ...errors import CudashimError
 
 __all__ = ["WHEEL_SPEC", "REAL_FILES", "wheel_cache", "find_wheel", "fetch_wheel", "prepare", "SimulatorWheelMissing"]
 
-WHEEL_SPEC = "torch-npu==2.13.0"
-_GLOB = "torch_npu-2.13.0-*.whl"
+# the torch-npu release built for the installed torch (cudashim/_torch_compat.py decides)
+WHEEL_SPEC = f"torch-npu=={torch_npu_release()}"
+_GLOB = f"torch_npu-{torch_npu_release()}-*.whl"
 _STANDINS = Path(__file__).resolve().parent / "simsite"
 
 #: the wheel's files that run as they are on the simulated NPU (docs: README "Testing an Ascend port")
