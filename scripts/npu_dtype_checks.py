@@ -1,4 +1,5 @@
-"""Check the simulated NPU's dtype checks (cudashim/emulated/npu/torch_npu_dtype_checks.json) against their sources.
+"""Check the simulated NPU's dtype checks (cudashim/emulated/npu/releases/<release>/torch_npu_dtype_checks.json) against
+their sources.
 
 The file is curated: each entry is a TORCH_CHECK in an op-plugin op_api kernel that refuses dtypes, kept
 where it applies to torch_npu 2.13.0 on a 910B unconditionally or on the call's argument dtypes alone
@@ -15,8 +16,10 @@ re-reads the sources at the commits the file names and fails on any entry that n
   conditions name exist in torch's schema of it;
 - the error codes are formatErrorCode's for the macros named (NPUException.h / NPUException.cpp).
 
-Usage: python scripts/npu_dtype_checks.py --op-plugin DIR --pytorch DIR   (git directories, e.g. GitHub
-snapshots); prints one line per entry and exits 1 on any mismatch.
+Usage: python scripts/npu_dtype_checks.py --op-plugin DIR --pytorch DIR [--release 2.14.0]  (git directories,
+e.g. GitHub snapshots); prints one line per entry and exits 1 on any mismatch. --relocate rewrites each entry's
+line to where its check stands at the commit the release's operator table names (a new release's file
+starts as a copy of the previous one's), then checks it as above.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ import yaml
 from npu_op_table import OP_PLUGIN_PATH, SECTIONS, git, op_name, versions  # the script's folder is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKS = ROOT / "cudashim/emulated/npu/torch_npu_dtype_checks.json"
-OPS = ROOT / "cudashim/emulated/npu/torch_npu_ops.json"
+RELEASES = ROOT / "cudashim/emulated/npu/releases"
+CHECKS = RELEASES / "2.13.0/torch_npu_dtype_checks.json"
+OPS = RELEASES / "2.13.0/torch_npu_ops.json"
 VERSION = "v2.13"
 
 
@@ -59,11 +63,38 @@ def error_codes(pytorch: str, commit: str) -> dict[str, str]:
             for m, s in macros.items() for c in code if c in text}
 
 
+def relocate(op_plugin: str, pytorch: str) -> None:
+    """Point the file at the commits its release's operator table names, each entry at its check's line there
+    (the line holding its error code and the first part of its message nearest the old line)."""
+    data = json.loads(CHECKS.read_text())
+    table = json.loads(OPS.read_text())
+    commits = {s["repo"]: s["commit"] for s in table["sources"]}
+    for source in data["sources"]:
+        source["commit"] = commits[source["repo"]]
+        source["ref"] = f"the commit {OPS.parent.name}'s torch_npu_ops.json names"
+    data["torch_npu"] = OPS.parent.name
+    for check in data["checks"]:
+        lines = git(op_plugin, "show", f"{commits['Ascend/op-plugin']}:{check['path']}").splitlines()
+        first = next((p for p in re.split(r"\{[^}]*\}", check["message"].strip()) if p.strip()), "")
+        hits = [i + 1 for i, line in enumerate(lines) if check["code"] in line
+                and first[:20] in " ".join(x.strip() for x in lines[i:i + 7])]
+        if hits:
+            check["line"] = min(hits, key=lambda n: abs(n - check["line"]))
+    CHECKS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--op-plugin", required=True, help="git directory of Ascend/op-plugin")
     p.add_argument("--pytorch", required=True, help="git directory of Ascend/pytorch")
+    p.add_argument("--release", default="2.13.0", help="the torch-npu release whose file is checked")
+    p.add_argument("--relocate", action="store_true", help="move each entry to its check's line at the table's commits")
     a = p.parse_args(argv)
+    global CHECKS, OPS, VERSION
+    CHECKS, OPS = RELEASES / a.release / CHECKS.name, RELEASES / a.release / OPS.name
+    VERSION = "v" + ".".join(a.release.split(".")[:2])
+    if a.relocate:
+        relocate(a.op_plugin, a.pytorch)
     import torch
 
     data = json.loads(CHECKS.read_text())

@@ -24,7 +24,7 @@ from ..emulated.npu import coverage
 
 __all__ = ["install", "snapshot", "summary", "dtype_rule", "capture_refused", "CAPTURE_REFUSAL_MARK"]
 
-_DTYPES_PATH = coverage.TABLE_PATH.with_name("torch_npu_dtypes.json")
+_DTYPES_PATH = coverage.release_file("torch_npu_dtypes.json")
 # (op, dtype) -> [status, since, calls, first call site, dtype rule or None, first error or None,
 #                torch_npu's dtype check that refused it or None]
 _seen: dict[tuple[str, str], list[Any]] = {}

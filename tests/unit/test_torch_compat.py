@@ -71,3 +71,22 @@ def test_unsupported_torch_gets_the_range_at_activation() -> None:
     assert "torch 2.4.1" in line and _torch_compat.SUPPORTED_SPEC in line and "2.13 to 2.15" in line
     # refused before the emulated device registered anything with torch (no kernel for the CUDA key)
     assert "REGISTERED False" in proc.stdout or "REGISTERED n/a" in proc.stdout
+
+
+def test_npu_data_kept_per_release_and_chosen_from_the_release() -> None:
+    from cudashim.emulated.npu import coverage
+
+    ops_213 = coverage.release_file("torch_npu_ops.json", "2.13.0")
+    ops_214 = coverage.release_file("torch_npu_ops.json", "2.14.0")
+    assert ops_213.parent.name == "2.13.0" and ops_214.parent.name == "2.14.0"
+    import json
+
+    for path, release in ((ops_213, "2.13.0"), (ops_214, "2.14.0")):
+        data = json.loads(path.read_text())
+        assert data["torch_npu"] == release and data["wheel"].startswith(f"torch_npu-{release}-")
+        assert all(re.fullmatch(r"[0-9a-f]{40}", s["commit"]) for s in data["sources"])  # cited by commit
+    checks = json.loads(coverage.release_file("torch_npu_dtype_checks.json", "2.14.0").read_text())
+    table = json.loads(ops_214.read_text())
+    assert {s["commit"] for s in checks["sources"]} == {s["commit"] for s in table["sources"]}
+    # no documentation of 2.14.0 in its sources yet: its dtype rules are the newest release's below it
+    assert coverage.release_file("torch_npu_dtypes.json", "2.14.0").parent.name == "2.13.0"
