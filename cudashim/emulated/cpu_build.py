@@ -143,3 +143,8 @@ def bind(bindings: Any, torch: Any, index: Callable[[Any], int]) -> None:
     for name, fn in _comm(torch).items():
         if _torch_compat.binds_over_cuda_entry(torch, name):
             bindings.bind(torch._C, name, fn, f"torch.nn.parallel.comm ({name})", "emulated")
+    if _torch_compat.cuda_build(torch):
+        # a CUDA build has cuDNN loaded; the device has none, and its CUDA kernels are the CPU's: nn.LSTM's
+        # flatten_parameters and the other cuDNN paths that ask torch.backends.cudnn stay off, as on a CPU build
+        bindings.bind(torch.backends.cudnn, "is_available", lambda: False, "torch.backends.cudnn.is_available",
+                      "emulated")

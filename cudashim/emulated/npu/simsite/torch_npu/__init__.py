@@ -30,5 +30,7 @@ if _report.enabled():  # the Ascend readiness report: what a real torch_npu does
 
     _readiness.install(torch)
 
-__version__ = "2.13.0"
+from cudashim._torch_compat import torch_npu_release as _release  # noqa: E402
+
+__version__ = _release(torch.__version__)  # the release whose Python files run here (site.py chose it)
 SIMULATED = True  # cudashim's mark: this is not the wheel's native torch_npu
