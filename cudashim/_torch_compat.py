@@ -24,7 +24,7 @@ from typing import Any
 from .errors import CudashimError
 
 __all__ = ["SUPPORTED", "SUPPORTED_SPEC", "NPU_RELEASES", "UnsupportedTorchError", "release", "check_supported",
-           "cuda_build", "binds_over_cuda_entry", "torch_npu_release", "installed_torch_version", "decisions"]
+           "cuda_build", "binds_over_cuda_entry", "flat_all_gathers", "torch_npu_release", "installed_torch_version", "decisions"]
 
 #: the oldest and newest torch minor releases the shim is tested with (both ends included)
 SUPPORTED = ((2, 13), (2, 15))
@@ -83,6 +83,13 @@ def binds_over_cuda_entry(torch: Any, name: str) -> bool:
     return not hasattr(torch._C, name) or cuda_build(torch)
 
 
+def flat_all_gathers(c10d: Any) -> list[str]:
+    """torch.distributed's flat all-gathers this torch has, each bound to the device's: all_gather_into_tensor
+    and _all_gather_base, and all_gather_single where torch has it (2.13 added it, and the other two call
+    it; SyncBatchNorm's NCCL branch gathers into a (1, world * n) buffer with it)."""
+    return [n for n in ("all_gather_into_tensor", "all_gather_single", "_all_gather_base") if hasattr(c10d, n)]
+
+
 def installed_torch_version() -> str | None:
     """The installed torch's version, from its metadata (no import: the bootstrap may ask)."""
     try:
@@ -110,6 +117,7 @@ def decisions(torch: Any, core: Any = None) -> dict[str, Any]:
         "torch": str(torch.__version__),
         "supported": SUPPORTED[0] <= release(str(torch.__version__)) <= SUPPORTED[1],
         "cuda_build": cuda_build(torch),
+        "flat_all_gathers": flat_all_gathers(torch.distributed.distributed_c10d) if torch.distributed.is_available() else [],
         "torch_npu_release": torch_npu_release(str(torch.__version__)),
     }
     if core is not None and hasattr(core, "torch_cuda_kernels_replaced"):

@@ -160,6 +160,9 @@ def _torch_section() -> dict[str, Any]:
     out["device_count"] = int(torch.cuda.device_count()) if out["cuda_available"] else 0
     npu = getattr(torch, "npu", None)
     out["npu_available"] = bool(npu.is_available()) if npu is not None and hasattr(npu, "is_available") else None
+    from .. import _torch_compat
+
+    out["decisions"] = _torch_compat.decisions(torch)  # where this torch differs, and what the shim does about it
     return out
 
 

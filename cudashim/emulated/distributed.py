@@ -13,6 +13,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
+from .. import _torch_compat
+
 __all__ = ["bind", "flat_collectives", "named_groups"]
 
 
@@ -108,10 +110,9 @@ def bind(b: Any, torch: Any, core: Any) -> None:
         return x
 
     c10d = dist.distributed_c10d
-    all_gather_into_tensor, reduce_scatter_tensor = flat_collectives(dist, host, getattr(c10d, "all_gather_single", None))
-    # all_gather_single is torch 2.13's name (all_gather_into_tensor and _all_gather_base call it);
-    # SyncBatchNorm's NCCL branch gathers into a (1, world * n) buffer with it
-    gathers = [n for n in ("all_gather_into_tensor", "all_gather_single", "_all_gather_base") if hasattr(c10d, n)]
+    gathers = _torch_compat.flat_all_gathers(c10d)
+    single = getattr(c10d, "all_gather_single", None) if "all_gather_single" in gathers else None
+    all_gather_into_tensor, reduce_scatter_tensor = flat_collectives(dist, host, single)
     for ns in (c10d, dist):
         for name in gathers:
             b.bind(ns, name, all_gather_into_tensor, f"torch.distributed.{name}", "emulated")
