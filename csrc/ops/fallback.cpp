@@ -89,7 +89,12 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     (*stack)[base + i] = kernel_generator((*stack)[base + i], call.device, numel, element_size);
   }
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU) | call.sparse, stack);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU) | call.sparse, stack);
+  } catch (const c10::Error& e) {
+    host_refused(call.device, e);  // an output the host could not give: the device's out of memory
+    throw;
+  }
 
   // an out= argument the CPU kernel resized now lives in new memory: move it onto the device
   for (const auto& v : call.viewed) {
