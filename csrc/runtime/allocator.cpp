@@ -651,9 +651,19 @@ void host_refused(c10::DeviceIndex index, const c10::Error& e) {
   const int64_t n = std::strtoll(msg.c_str() + at + mark.size(), nullptr, 10);
   if (n <= 0) return;
   index = check_index(index);
+  const auto size = static_cast<size_t>(n);
+  if (model_active()) {  // the caching-allocator model refuses it as CUDA would, counting it in its statistics
+    if (void* model = model_malloc(index, size, g_capacity[index].load(), allowed_bytes(index))) {
+      model_free(index, model);  // the device would grant it: the host alone refuses
+    } else {
+      const ModelStats m = model_stats(index);
+      g_ooms[index].fetch_add(1);
+      raise_oom(index, model_allocation_size(size), m.stat[4 * 3].current, m.stat[5 * 3].current);
+    }
+  }
   g_ooms[index].fetch_add(1);
   const DeviceStats d = device_stats(index);
-  raise_oom(index, model_allocation_size(static_cast<size_t>(n)), d.allocated, d.reserved);
+  raise_oom(index, model_allocation_size(size), d.allocated, d.reserved);
 }
 
 void install_allocators() {
