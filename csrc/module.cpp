@@ -226,6 +226,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("empty_cache", &empty_cache);
   m.def("set_memory_capacity", [](int i, int64_t bytes) { set_memory_capacity(static_cast<c10::DeviceIndex>(i), bytes); });
   m.def("memory_capacity", [](int i) { return memory_capacity(static_cast<c10::DeviceIndex>(i)); });
+  m.def("untouched_bytes", &untouched_bytes);  // the devices' reservations the host has not given pages for
   m.def("set_memory_fraction", [](int i, double f) { set_memory_fraction(static_cast<c10::DeviceIndex>(i), f); });
   m.def("memory_fraction", [](int i) { return memory_fraction(static_cast<c10::DeviceIndex>(i)); });
   m.def("set_reserve_on_demand", &set_reserve_on_demand);

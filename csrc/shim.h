@@ -59,6 +59,12 @@ int64_t pinned_bytes();
 // False when dp is not plain CPU-allocator memory (then the caller keeps its owner alive instead).
 bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index);
 void install_allocators();
+// The bytes of the devices' large blocks the host has not yet given pages for: memory the host still
+// counts as available though a device holds it (mem_get_info() takes it off).
+int64_t untouched_bytes();
+// A CPU kernel a device ran could not get its output from the host: when e is the CPU allocator's
+// refusal, CUDA's out of memory for that request on `index` (counted in num_ooms); else it returns.
+void host_refused(c10::DeviceIndex index, const c10::Error& e);
 // Out-of-memory bounds of a device: its capacity (a profile's memory, else the host's) and the share
 // set_per_process_memory_fraction allows (1.0: all of it); a request past them raises CUDA's
 // OutOfMemoryError ("NPU out of memory" on the simulated NPU), counted in num_ooms.

@@ -76,15 +76,16 @@ def _as_path(path: str | os.PathLike[str]) -> "Path":
 
 _CHUNK = 1 << 16
 _TABLE = b"[tool.cudashim"
+# A pyproject.toml at least this large is scanned once per version of the file: a table can be
+# anywhere in TOML, so finding none means reading the whole file, which no start-up should repeat.
+# Its answer is kept under the user's cache folder, keyed by the file's identity and change stamps
+# (device, inode, size, modification and change times in ns: any write changes the change time).
+_KEEP = 1 << 20
+_KEPT_LINES = 64
 
 
-def _has_tool_section(pyproject: str) -> bool:
-    """Whether the file holds a [tool.cudashim...] header, without decoding or holding it whole.
-
-    Most pyproject.toml files met on the way are not ours: they are scanned as bytes, 64 KiB at a
-    time (a huge or non-UTF-8 file costs neither memory nor an error), and parsed only when the
-    header is there; its syntax errors are reported then.
-    """
+def _scan(pyproject: str) -> bool:
+    """Whether the file holds a [tool.cudashim...] header, read as bytes 64 KiB at a time up to the first."""
     tail = b""
     try:
         with open(pyproject, "rb") as f:
@@ -97,6 +98,53 @@ def _has_tool_section(pyproject: str) -> bool:
                 tail = chunk[-len(_TABLE):]
     except OSError:
         return False
+
+
+def _scans_file() -> str | None:
+    """Where the answers for large pyproject.toml files are kept (None: no cache folder to keep them in)."""
+    root = os.environ.get("XDG_CACHE_HOME") or (os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else "")
+    return os.path.join(root, "cudashim", "pyproject-scans") if root else None
+
+
+def _has_tool_section(pyproject: str) -> bool:
+    """Whether the file holds a [tool.cudashim...] header, without decoding or holding it whole.
+
+    Most pyproject.toml files met on the way are not ours: they are scanned as bytes, 64 KiB at a
+    time (a huge or non-UTF-8 file costs neither memory nor an error), and parsed only when the
+    header is there; its syntax errors are reported then. A large one is scanned once per version
+    (_KEEP): later starts read its kept answer instead.
+    """
+    try:
+        st = os.stat(pyproject)
+    except OSError:
+        return False
+    kept = _scans_file() if st.st_size >= _KEEP and "\t" not in pyproject and "\n" not in pyproject else None
+    if kept is None:
+        return _scan(pyproject)
+    key = f"{pyproject}\t{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}\t"
+    lines: list[str] = []
+    try:
+        with open(kept, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        pass
+    for line in lines:
+        if line.startswith(key):
+            return line[len(key):] == "1"
+    found = _scan(pyproject)
+    lines = [ln for ln in lines if not ln.startswith(pyproject + "\t")][-(_KEPT_LINES - 1):] + [key + ("1" if found else "0")]
+    tmp = f"{kept}.{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(kept), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(tmp, kept)  # whole or not at all for a start reading it meanwhile
+    except OSError:  # a read-only home: every start scans, as before
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    return found
 
 
 _ROOT_MARKS = (".git", "pyproject.toml")

@@ -111,11 +111,16 @@ struct Direct<Op, R(A...)> {
     (see(c, args), ...);
     c.settle(false, Op::name);
     constexpr auto cpu = c10::DispatchKeySet(c10::DispatchKey::CPU);
-    if constexpr (std::is_same_v<R, at::Tensor&>) {  // in place: the CPU kernel wrote through the view of self
-      Op::redispatch(cpu, Pass<A>::in(c, args)...);
-      return first(args...);
-    } else {
-      return Back<R>::out(c, Op::redispatch(cpu, Pass<A>::in(c, args)...));
+    try {
+      if constexpr (std::is_same_v<R, at::Tensor&>) {  // in place: the CPU kernel wrote through the view of self
+        Op::redispatch(cpu, Pass<A>::in(c, args)...);
+        return first(args...);
+      } else {
+        return Back<R>::out(c, Op::redispatch(cpu, Pass<A>::in(c, args)...));
+      }
+    } catch (const c10::Error& e) {
+      host_refused(c.device, e);  // an output the host could not give: the device's out of memory
+      throw;
     }
   }
 

@@ -89,7 +89,12 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     (*stack)[base + i] = kernel_generator((*stack)[base + i], call.device, numel, element_size);
   }
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU) | call.sparse, stack);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU) | call.sparse, stack);
+  } catch (const c10::Error& e) {
+    host_refused(call.device, e);  // an output the host could not give: the device's out of memory
+    throw;
+  }
 
   // an out= argument the CPU kernel resized now lives in new memory: move it onto the device
   for (const auto& v : call.viewed) {
@@ -137,9 +142,14 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // holds a boolean mask (indexing with one runs nonzero), or when an argument is a tensor on the device
 // (a value read back with item(): masked_fill's value, linspace's ends; a CPU tensor there reads no
 // device memory).
+// index_put (put:ARG, ARG its indices) synchronizes by its arguments as CUDA's _index_put_impl_ does:
+// a mask is expanded with nonzero unless the call is a masked fill (one mask, no accumulate, a
+// one-element value on the host: masked_fill_ with the value read on the host), and a one-element value
+// on the host is copied to the device first.
 struct SyncRule {
-  enum class When { Always, ArgNone, ArgMask, ArgOnDevice } when;
+  enum class When { Always, ArgNone, ArgMask, ArgOnDevice, IndexPut } when;
   size_t arg;
+  size_t self = 0, values = 0, accumulate = 0;  // IndexPut: where its other arguments are
 };
 
 // by schema: its address is stable while the operator is registered, and cheap to hash
@@ -165,6 +175,30 @@ bool holds_mask(const c10::IValue& v) {
   return false;
 }
 
+// CUDA's canDispatchToMaskedFill: a one-element value on the host, exactly one index, a mask on self's device
+bool masked_fill_call(const at::Tensor& self, const c10::IValue& indices, const at::Tensor& values) {
+  if (!values.defined() || values.numel() != 1 || !values.device().is_cpu() || !indices.isOptionalTensorList()) {
+    return false;
+  }
+  int masks = 0;
+  for (const auto& t : indices.toOptionalTensorList()) {
+    const std::optional<at::Tensor> o = t;
+    if (!o.has_value() || !o->defined()) continue;
+    if (!is_mask(*o) || o->device() != self.device()) return false;
+    ++masks;
+  }
+  return masks == 1;
+}
+
+bool index_put_synchronizes(const SyncRule& rule, const torch::jit::Stack& stack, size_t base) {
+  const c10::IValue& indices = stack[base + rule.arg];
+  const at::Tensor& self = stack[base + rule.self].toTensor();
+  const at::Tensor& values = stack[base + rule.values].toTensor();
+  const bool accumulate = stack[base + rule.accumulate].toBool();
+  if (holds_mask(indices)) return accumulate || !masked_fill_call(self, indices, values);
+  return values.defined() && values.dim() == 0 && values.device() != self.device();  // copied to the device
+}
+
 // operators whose output size depends on the data: CUDA synchronizes to learn it
 void synchronizing_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // the simulated NPU (npu_coverage.cpp): an operator torch_npu has no kernel for runs its composite, else
@@ -178,9 +212,11 @@ void synchronizing_fallback(const c10::OperatorHandle& op, torch::jit::Stack* st
   const auto& schema = op.schema();
   const auto it = sync_rules().find(&schema);
   if (it != sync_rules().end()) {
-    const c10::IValue& v = (*stack)[stack->size() - schema.arguments().size() + it->second.arg];
+    const size_t base = stack->size() - schema.arguments().size();
+    const c10::IValue& v = (*stack)[base + it->second.arg];
     const auto when = it->second.when;
     if (when == SyncRule::When::Always || (when == SyncRule::When::ArgNone && v.isNone()) ||
+        (when == SyncRule::When::IndexPut && index_put_synchronizes(it->second, *stack, base)) ||
         (when == SyncRule::When::ArgMask && holds_mask(v)) ||
         (when == SyncRule::When::ArgOnDevice && v.isTensor() && v.toTensor().device().type() == kType)) {
       synchronizing(schema.name().c_str());
@@ -295,10 +331,23 @@ void register_synchronizing(const std::vector<std::pair<std::string, std::string
       const auto colon = when.find(':');
       const std::string kind = when.substr(0, colon), arg = colon == std::string::npos ? "" : when.substr(colon + 1);
       const auto index = h->schema().argumentIndexWithName(arg);
-      TORCH_CHECK(index.has_value() && (kind == "none" || kind == "bool" || kind == "device"), "the synchronizing table's entry ",
-                  name, ": '", when, "' is not always, none:ARG, bool:ARG or device:ARG with ARG an argument of ", h->schema());
-      rule = {kind == "none" ? SyncRule::When::ArgNone : kind == "bool" ? SyncRule::When::ArgMask : SyncRule::When::ArgOnDevice,
+      const auto& schema = h->schema();
+      const auto self = schema.argumentIndexWithName("self"), values = schema.argumentIndexWithName("values"),
+                 accumulate = schema.argumentIndexWithName("accumulate");
+      const bool put = kind == "put" && self && values && accumulate;
+      TORCH_CHECK(index.has_value() && (kind == "none" || kind == "bool" || kind == "device" || put),
+                  "the synchronizing table's entry ", name, ": '", when,
+                  "' is not always, none:ARG, bool:ARG, device:ARG or put:ARG with ARG an argument of ", schema,
+                  " (put: an index_put with self, values and accumulate)");
+      rule = {put ? SyncRule::When::IndexPut
+                  : kind == "none" ? SyncRule::When::ArgNone
+                  : kind == "bool" ? SyncRule::When::ArgMask : SyncRule::When::ArgOnDevice,
               static_cast<size_t>(*index)};
+      if (put) {
+        rule.self = *self;
+        rule.values = *values;
+        rule.accumulate = *accumulate;
+      }
     }
     sync_rules()[&h->schema()] = rule;
     lib->impl(name.substr(name.find("::") + 2).c_str(), torch::CppFunction::makeFromBoxedFunction<&synchronizing_fallback>());

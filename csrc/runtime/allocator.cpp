@@ -31,6 +31,7 @@
 #include <sstream>
 #include <tuple>
 #include <unordered_set>
+#include <vector>
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -205,7 +206,25 @@ bool g_caching = true;
 int64_t g_cache_limit = 0;             // bytes cached by all devices together
 std::atomic<int64_t> g_cached_total{0};
 
+// Blocks of at most this size are not cached (cached_size()) and are taken as written
+constexpr int64_t kSmall = int64_t{128} << 10;
+
+// The large blocks the devices hold from the host: the host counts a page of one as used only once
+// it is written, while a device has taken all of it, as cudaMalloc takes it (untouched_bytes()).
+std::mutex g_large_mutex;
+std::unordered_set<Header*> g_large;
+
+void hold_large(Header* h) {
+  if (h->capacity <= kSmall) return;
+  std::lock_guard<std::mutex> lock(g_large_mutex);
+  g_large.insert(h);
+}
+
 void release_block(Header* h) {
+  if (h->capacity > kSmall) {
+    std::lock_guard<std::mutex> lock(g_large_mutex);
+    g_large.erase(h);
+  }
   auto& s = g_stats[h->pool];
   s.held_released.fetch_add(h->capacity);
   s.held_num_free.fetch_add(1);
@@ -222,7 +241,6 @@ void release_block(Header* h) {
 // spreads a loop's small tensors over one block per class: a larger working set, which makes every
 // library slower, Python included. What caching is for is kept: blocks the host would map and
 // unmap each time (glibc maps from 128 KiB up), each a page fault per page.
-constexpr int64_t kSmall = int64_t{128} << 10;
 bool cached_size(int64_t size) { return g_caching && size > kSmall; }
 
 // capacity bytes and a header from the host, or nullptr when it refuses
@@ -277,6 +295,7 @@ Header* take(c10::DeviceIndex pool, int64_t size) {
   }
   h->capacity = capacity;
   h->pool = pool;
+  hold_large(h);
   auto& s = g_stats[pool];
   s.held_total.fetch_add(capacity);
   s.held_num_alloc.fetch_add(1);
@@ -585,6 +604,16 @@ bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index) {
       raise_oom(index, model_allocation_size(nbytes), m.stat[4 * 3].current, m.stat[5 * 3].current);
     }
   }
+  if (model == nullptr && !model_active()) {  // the bound take() checks for the device's own blocks
+    auto& st = g_stats[index];
+    if (st.reserved() + size > allowed_bytes(index)) {
+      empty_cache();
+      if (st.reserved() + size > allowed_bytes(index)) {
+        g_ooms[index].fetch_add(1);
+        raise_oom(index, model_allocation_size(nbytes), st.allocated(), st.reserved());  // dp still frees it
+      }
+    }
+  }
   count_alloc(index, size);  // reserved too while it lives (Counters), not cached when freed
   void* p = dp.release_context();
   auto* a = new Adopted{p, size, index, model, 0};
@@ -592,6 +621,49 @@ bool adopt(c10::DataPtr& dp, size_t nbytes, c10::DeviceIndex index) {
   a->mempool = mempool_take(index, p, a, true);
   observe(index, static_cast<int64_t>(nbytes));
   return true;
+}
+
+int64_t untouched_bytes() {
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  std::vector<unsigned char> resident;
+  int64_t untouched = 0;
+  std::lock_guard<std::mutex> lock(g_large_mutex);
+  for (Header* h : g_large) {
+    const auto begin = reinterpret_cast<uintptr_t>(data_of(h));
+    const auto end = begin + static_cast<uintptr_t>(h->capacity);
+    // whole pages inside the block: a page it shares with its neighbour counts as written
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last <= first) continue;
+    const size_t pages = (last - first) / page;
+    resident.resize(pages);
+    if (mincore(reinterpret_cast<void*>(first), last - first, resident.data()) != 0) continue;
+    for (size_t i = 0; i < pages; ++i) untouched += (resident[i] & 1) ? 0 : page;
+  }
+  return untouched;
+}
+
+void host_refused(c10::DeviceIndex index, const c10::Error& e) {
+  // c10's alloc_cpu: "DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes. ..."
+  const std::string& msg = e.msg();
+  const std::string mark = "can't allocate memory: you tried to allocate ";
+  const auto at = msg.find(mark);
+  if (at == std::string::npos) return;
+  const int64_t n = std::strtoll(msg.c_str() + at + mark.size(), nullptr, 10);
+  if (n <= 0) return;
+  index = check_index(index);
+  const auto size = static_cast<size_t>(n);
+  if (model_active()) {  // the caching-allocator model refuses it as CUDA would, counting it in its statistics
+    if (void* model = model_malloc(index, size, g_capacity[index].load(), allowed_bytes(index))) {
+      model_free(index, model);  // the device would grant it: the host alone refuses
+    } else {
+      const ModelStats m = model_stats(index);
+      g_ooms[index].fetch_add(1);
+      raise_oom(index, model_allocation_size(size), m.stat[4 * 3].current, m.stat[5 * 3].current);
+    }
+  }
+  g_ooms[index].fetch_add(1);
+  const DeviceStats d = device_stats(index);
+  raise_oom(index, model_allocation_size(size), d.allocated, d.reserved);
 }
 
 void install_allocators() {

@@ -13,8 +13,10 @@ file's globals hold one key, so a process that asks for the second key loads a c
 of its own (pybind11 hands back the module already made for a name).
 
 Faults: a build holds the kernel's file lock (flock) on <library>.lock in the cache folder; the kernel
-drops it when the holder exits however it exits, so a process that waits (saying so on stderr) goes
-on within moments of a killed build's end and builds itself. A cached library is checked (_elf)
+drops it when the holder exits however it exits, so a process that waits (saying whom it waits for,
+then how long it has waited, on stderr) goes on within moments of a killed build's end and builds
+itself. A lock still held once the process it names is gone (inherited by the compiler processes a
+killed build left running) is put aside, not waited for. A cached library is checked (_elf)
 before it is loaded: a damaged one (truncated by a full disk or a killed copy) is rebuilt, or named
 with the fix where it cannot be replaced, instead of crashing the process inside dlopen.
 """
@@ -184,33 +186,115 @@ def _discard_damaged(so: Path) -> None:
     sys.stderr.write(f"cudashim: the cached native core {so} was damaged ({why}); rebuilding it\n")
 
 
+# while waiting for another build: said at once, again after the first of these seconds, then every
+# the second (a build takes minutes; a waiting start must never look hung)
+_REPORT_S = (5.0, 30.0)
+_POLL_S = 0.2
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+    except OSError:
+        return ""
+    text = " ".join(w.decode(errors="replace") for w in words if w)
+    return f" ({text[:120]}{'...' if len(text) > 120 else ''})" if text else ""
+
+
+def _holder(fd: int) -> int | None:
+    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return int(text) if text.isdigit() else None
+
+
 @contextlib.contextmanager
 def _build_lock(path: Path, where: Path) -> Iterator[None]:
     """Hold the build of one library: the kernel's exclusive file lock on `path`, released when this
-    process exits however it exits. The holder's pid is written in the file for the waiting message."""
+    process exits however it exits. The holder's pid is written in the file for the waiting message.
+
+    A start that finds the lock taken says whom it waits for, then how long it has waited, until the
+    lock is free. The lock file is also held by whatever inherited its descriptor from the builder
+    (compiler processes left running when it was killed): once the process named in the file is gone,
+    the lock is put aside (those processes keep the old file) and this start takes a fresh one."""
     import fcntl
+    import time
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the compiler's processes
     except OSError as e:
         raise EmulatedBuildError(f"cannot build the emulated device's native core in {path.parent}: {e.strerror} "
                                  f"({path}); set CUDASHIM_BUILD_DIR to a writable folder and run "
                                  "`python -m cudashim.emulated`") from None
-    try:
+    start = time.monotonic()
+    reports = 0
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the compiler's processes
+        except OSError as e:
+            raise EmulatedBuildError(f"cannot build the emulated device's native core in {path.parent}: "
+                                     f"{e.strerror} ({path}); set CUDASHIM_BUILD_DIR to a writable folder and "
+                                     "run `python -m cudashim.emulated`") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            sys.stderr.write(f"cudashim: waiting for process {holder}, which is building the emulated device's "
-                             f"native core in {where} (it goes on when that process ends)\n")
-            sys.stderr.flush()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            holder = _holder(fd)
+            if holder is not None and holder != os.getpid() and not _alive(holder):
+                _put_aside(path, fd, holder)
+                os.close(fd)
+                continue
+            waited = time.monotonic() - start
+            due = 0.0 if reports == 0 else _REPORT_S[0] if reports == 1 else _REPORT_S[0] + _REPORT_S[1] * (reports - 1)
+            if waited >= due:
+                who = f"process {holder}{_command(holder)}" if holder is not None else "another process"
+                head = "waiting" if reports == 0 else f"still waiting ({waited:.0f} s so far)"
+                sys.stderr.write(f"cudashim: {head} for {who}, which is building the emulated device's native "
+                                 f"core in {where}; it goes on when that build ends (the lock: {path})\n")
+                sys.stderr.flush()
+                reports += 1
+            os.close(fd)
+            time.sleep(_POLL_S)
+            continue
+        try:
+            if os.fstat(fd).st_ino != os.stat(path).st_ino:  # put aside meanwhile: take the file there now
+                os.close(fd)
+                continue
+        except FileNotFoundError:
+            os.close(fd)
+            continue
+        break
+    try:
+        if reports:
+            sys.stderr.write(f"cudashim: the build lock is free after {time.monotonic() - start:.0f} s\n")
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
     finally:
         os.close(fd)
+
+
+def _put_aside(path: Path, fd: int, holder: int) -> None:
+    """The lock names a process that is gone, yet it is held: by processes that inherited it (a killed
+    build's compilers). Its file is renamed away, when it is still the one at `path`, said on stderr."""
+    try:
+        if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            return  # another start put it aside first
+        os.replace(path, path.with_name(f"{path.name}.stale-{holder}"))
+    except FileNotFoundError:
+        return
+    sys.stderr.write(f"cudashim: the build lock {path} names process {holder}, which is gone, and is still held "
+                     "by processes it left behind (its compiler's, still running); not waiting for them: this "
+                     "start takes a fresh lock\n")
+    sys.stderr.flush()
 
 
 def _compile(where: Path, verbose: bool) -> ModuleType:

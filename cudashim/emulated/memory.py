@@ -4,7 +4,9 @@ The allocator rounds every block to 512 bytes as CUDA's caching allocator does, 
 by exactly what the program allocates; like CUDA's, it keeps freed blocks over 128 KiB for the next
 allocation of about their size: they stay "reserved" until empty_cache() gives them back (or never,
 with PYTORCH_NO_CUDA_MEMORY_CACHING=1); smaller blocks go back to the host's malloc. Blocks are not split, so one pool ("large_pool") holds them all.
-mem_get_info() is the host's (free, total): the device's memory is the host's memory.
+mem_get_info() is the host's total, and as free what the device will still grant: the host's available
+memory less what the device holds and the host has not yet given pages for (a reservation counts at
+once, as cudaMalloc's does), never more than the device's memory less what it holds.
 
 With a device profile the statistics are those of the core's model of CUDA's caching allocator
 (csrc/runtime/cache_model.cpp: both pools, splitting, segments in memory_snapshot()), and mem_get_info() is
@@ -15,6 +17,7 @@ message, counted in num_ooms.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any, Callable, Mapping
@@ -135,6 +138,18 @@ class MemoryTable:
         total = int(self._core.memory_capacity(i))
         return max(0, total - int(self._core.stats(i)["reserved"])), total
 
+    def host_mem_get_info(self, host: Callable[..., tuple[int, int]], device: Any = None) -> tuple[int, int]:
+        """(free, total) of a device whose memory is the host's, as cudaMemGetInfo counts it: what the
+        device has reserved is gone at once, written or not. Free is what the device will still
+        grant: its capacity less what it holds, and no more than the host can give, which is the
+        host's available memory less the pages of the device's blocks the host has not given yet
+        (the host counts a page as used once it is written, CUDA counts it when reserved)."""
+        i = self._index(device)  # refused as every per-device call refuses a bad index
+        free, total = host()
+        held = int(self._core.stats(i)["reserved"])
+        own = int(self._core.memory_capacity(i)) - held
+        return max(0, min(own, free - int(self._core.untouched_bytes()))), total
+
     def table(self, mem_get_info: Callable[..., tuple[int, int]]) -> dict[str, Any]:
         names = ("memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
                  "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
@@ -143,7 +158,8 @@ class MemoryTable:
         out = {n: getattr(self, n if n != "reset_max_memory_allocated" else "reset_peak_memory_stats") for n in names}
         out["memory_stats_as_nested_dict"] = self.nested
         # a profiled device (the model is on exactly then, configure()) answers from its own memory
-        out["mem_get_info"] = self.capacity_mem_get_info if self._core.model_active() else mem_get_info
+        out["mem_get_info"] = (self.capacity_mem_get_info if self._core.model_active()
+                               else functools.partial(self.host_mem_get_info, mem_get_info))
         return out
 
 

@@ -15,7 +15,8 @@ TABLE = Path(__file__).with_name("synchronizing.json")
 
 
 def table(path: Path = TABLE) -> list[tuple[str, str]]:
-    """(operator, when) pairs: `aten::name[.overload]`, and `always`, `none:ARG`, `bool:ARG` or `device:ARG`."""
+    """(operator, when) pairs: `aten::name[.overload]`, and `always`, `none:ARG`, `bool:ARG`, `device:ARG` or
+    `put:ARG` (an index_put, ARG its indices: by its arguments, as CUDA's index_put decides)."""
     try:
         ops = json.loads(path.read_text())["ops"]
     except (OSError, ValueError, KeyError) as e:
@@ -24,9 +25,9 @@ def table(path: Path = TABLE) -> list[tuple[str, str]]:
     out = []
     for name, when in ops.items():
         kind, _, arg = str(when).partition(":")
-        if not name.startswith("aten::") or kind not in ("always", "none", "bool", "device") or (kind == "always") == bool(arg):
-            raise CudashimError(f"{path}: entry {name!r}: {when!r} is not one of always, none:ARG, bool:ARG, device:ARG "
-                                "(ARG an argument of the operator's schema)")
+        if not name.startswith("aten::") or kind not in ("always", "none", "bool", "device", "put") or (kind == "always") == bool(arg):
+            raise CudashimError(f"{path}: entry {name!r}: {when!r} is not one of always, none:ARG, bool:ARG, device:ARG, "
+                                "put:ARG (ARG an argument of the operator's schema)")
         out.append((name, str(when)))
     return out
 

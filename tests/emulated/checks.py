@@ -283,7 +283,7 @@ def sync_debug_operators_as_measured_on_cuda() -> None:
     enforced = {n for n, r in measured.items() if r["ran"] and r["synchronized"] == r["ran"] and n not in OWN}
     # allowed to synchronize: what did on some calls, the device's own copies, and indexing with a mask
     # (CUDA synchronizes in its nonzero, which the device runs inside the CPU's indexing kernel)
-    masks = {n for n, when in json.loads(TABLE.read_text())["ops"].items() if when.startswith("bool:")}
+    masks = {n for n, when in json.loads(TABLE.read_text())["ops"].items() if when.startswith(("bool:", "put:"))}
     known = {n for n, r in measured.items() if r["synchronized"]} | OWN | masks
     opinfos = sorted({by for n in enforced for by in measured[n]["by"]})
     got = measure(opinfos, samples=4, dtypes=[])["ops"]  # as measured

@@ -137,6 +137,66 @@ def snapshot_apis_answer() -> None:
     torch.cuda.memory._record_memory_history(enabled=None)  # switching it off is always possible
 
 
+@check
+def mem_get_info_free_drops_by_what_is_reserved() -> None:
+    # cudaMalloc takes the memory at once: free drops by what the allocator reserved, before any of it
+    # is written, and stays where it is when the memory is written; what free says can be had
+    clean()
+    free0, total = torch.cuda.mem_get_info()
+    n = min(10 * 2**30, free0 // 2) // (2 * MiB) * (2 * MiB)
+    slack = n // 20  # other processes of the machine move free memory meanwhile
+    x = u8(n)
+    reserved = torch.cuda.memory_reserved()
+    assert reserved >= n, (reserved, n)
+    free1, total1 = torch.cuda.mem_get_info()
+    assert total1 == total and abs((free0 - free1) - reserved) <= slack, (
+        f"reserving {fmt(reserved)} moved free from {fmt(free0)} to {fmt(free1)}")
+    x[: 256 * MiB].fill_(1)  # written memory is still counted once
+    free2, _ = torch.cuda.mem_get_info()
+    assert abs(free2 - free1) <= slack, (f"writing 256 MiB of a reserved block moved free from {fmt(free1)} "
+                                          f"to {fmt(free2)}")
+    m = (free2 - 512 * MiB) // (2 * MiB) * (2 * MiB)
+    y = u8(m)  # what free said is granted
+    free3, _ = torch.cuda.mem_get_info()
+    assert free3 <= 512 * MiB + slack, (f"after taking {fmt(m)} of the {fmt(free2)} free, {fmt(free3)} is still "
+                                        "said to be free")
+    del x, y
+    clean()
+
+
+@check
+def operator_output_past_the_device_is_out_of_memory() -> None:
+    # an operator's output comes from the caching allocator like any other block: too large for the
+    # device, it raises CUDA's out of memory, which back-off code catches
+    clean()
+    total = torch.cuda.get_device_properties(0).total_memory
+    before = stat("num_ooms")
+    try:
+        torch.ones(1, device="cuda").expand(2 * total) + 1
+    except torch.cuda.OutOfMemoryError as e:
+        msg = str(e)
+    else:
+        raise AssertionError(f"an output of {fmt(8 * total)} on a device of {fmt(total)} did not raise")
+    n = (8 * total + 2 * MiB - 1) // (2 * MiB) * (2 * MiB)
+    want = f"CUDA out of memory. Tried to allocate {fmt(n)}. GPU 0 has a total capacity of {fmt(total)} of which "
+    assert msg.startswith(want), msg[:400]
+    assert stat("num_ooms") == before + 1, (before, stat("num_ooms"))
+    clean()
+
+
+@check
+def mem_get_info_refuses_an_invalid_ordinal() -> None:
+    # as every other per-device call: an index past the devices, and one past c10::DeviceIndex
+    n = torch.cuda.device_count()
+    for index in (n, 256):
+        try:
+            torch.cuda.mem_get_info(index)
+        except (RuntimeError, TypeError):
+            pass
+        else:
+            raise AssertionError(f"mem_get_info({index}) answered with {n} device(s)")
+
+
 COMMON = list(CHECKS)
 
 

@@ -65,6 +65,59 @@ def test_a_start_after_a_killed_build_waits_for_its_death_then_builds(tmp_path: 
     assert _finish(third).startswith("cached ")
 
 
+def test_a_waiting_start_says_how_long_it_has_waited(tmp_path: Path) -> None:
+    """A start waiting for another build said so once and then nothing, for as long as the build ran."""
+    first = _start(tmp_path, "first", 600)
+    try:
+        _wait_for((tmp_path / "first.ready").exists, "the first build to start")
+        second = _start(tmp_path, "second", 0)
+        _wait_for(lambda: "still waiting (" in (tmp_path / "second.err").read_text(), "the second start to say how long")
+        err = (tmp_path / "second.err").read_text()
+        assert f"for process {first.pid} (" in err and "_fake_build.py" in err, err  # the holder and its command
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert _finish(second) == "built"
+    assert "the build lock is free after" in (tmp_path / "second.err").read_text()
+
+
+_LEFT_BEHIND = r"""
+import fcntl, os, subprocess, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.pwrite(fd, str(os.getpid()).encode(), 0)
+os.set_inheritable(fd, True)
+child = subprocess.Popen(["sleep", "600"], pass_fds=(fd,), start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(child.pid, flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_lock_held_by_a_killed_builds_compilers_is_not_waited_for(tmp_path: Path) -> None:
+    """A build killed while its compiler processes run on leaves its lock held by them (they inherited
+    it) though the process the lock names is gone: a start waited, printing nothing, for as long as they
+    ran. It now puts that lock aside and builds."""
+    from cudashim.emulated import _build
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    lock = cache / f"{_build._NAME}-{_build._key('fake')}.lock"
+    killed = subprocess.run([sys.executable, "-c", _LEFT_BEHIND, str(lock)], capture_output=True, text=True,
+                            timeout=WAIT_S)
+    compiler = int(killed.stdout.split()[0])  # still running, holding the lock
+    try:
+        builder = int(lock.read_text())
+        assert builder != compiler and killed.returncode == -signal.SIGKILL
+        start = _start(tmp_path, "start", 0)
+        assert _finish(start) == "built"
+        err = (tmp_path / "start.err").read_text()
+        assert f"names process {builder}, which is gone" in err, err
+        assert _builds(tmp_path) == [str(start.pid)]
+    finally:
+        os.kill(compiler, signal.SIGKILL)
+
+
 def test_two_first_builds_at_once_build_once(tmp_path: Path) -> None:
     a, b = _start(tmp_path, "a", 1), _start(tmp_path, "b", 1)
     results = sorted([_finish(a), _finish(b)])
