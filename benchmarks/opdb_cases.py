@@ -19,6 +19,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+from opdb_oracles import GRAPH_CODES, META_CODES, graph_case, meta_case
+
 __all__ = ["CODES", "Case", "op_names", "select_ops", "run_op", "summarize"]
 
 # the error-code line torch_npu appends to its own refusals (formatErrorCode: "ERR01002 OPS invalid type");
@@ -49,6 +51,8 @@ CODES = {
          "not what the OpInfo declares for CUDA (counted as equal: the CPU is the oracle)",
     "r": "random: the op draws random numbers (outcome is its shape and dtype only)",
     "s": "skipped: the sample could not be built or moved",
+    **GRAPH_CODES,
+    **META_CODES,
 }
 
 
@@ -352,7 +356,7 @@ def run_op(op: Any, device: str, modes: Iterable[str] = ("forward", "backward", 
         dname = str(dtype).removeprefix("torch.")
         if wanted and dname not in wanted:
             continue
-        passes = [m for m in ("forward", "backward") if m in modes and (m == "forward" or dtype in bwd)]
+        passes = [m for m in ("forward", "backward", "graph", "meta") if m in modes and (m != "backward" or dtype in bwd)]
         for mode in passes:
             torch.manual_seed(seed)
             try:
@@ -372,7 +376,10 @@ def run_op(op: Any, device: str, modes: Iterable[str] = ("forward", "backward", 
                     yield Case(name, dname, mode, i, "s", "sample inputs: " + _first_line(e))
                     break
                 where = _placement(sample, _next(dev_it), device)
-                code, detail = _run_pair(op, sample, device, seed + i, mode == "backward", seed + 1000 + i, where)
+                if mode in ("graph", "meta"):
+                    code, detail = _oracle(op, sample, device, mode, where, seed + i)
+                else:
+                    code, detail = _run_pair(op, sample, device, seed + i, mode == "backward", seed + 1000 + i, where)
                 if code:
                     yield Case(name, dname, mode, i, code, detail)
                 i += 1
@@ -380,6 +387,25 @@ def run_op(op: Any, device: str, modes: Iterable[str] = ("forward", "backward", 
         yield from _errors(op, name, device, seed)
     if "sparse" in modes:
         yield from _sparse(op, name, device, wanted, samples, seed)
+
+
+def _oracle(op: Any, sample: Any, device: str, mode: str, where: list[bool] | None, seed: int) -> tuple[str, str]:
+    """One sample through the graph-replay or the meta-agreement oracle (opdb_oracles.py), on the device alone."""
+    import torch
+
+    if _random(op) or any(k in ("p", "dropout_p") and isinstance(v, float) and v > 0 for k, v in sample.kwargs.items()):
+        return "r", ""
+    try:
+        inp, args, kwargs = _move((sample.input, sample.args, sample.kwargs), device, rg=False, where=where)
+    except Exception as e:  # noqa: BLE001
+        return "s", "moving the sample to the device: " + _first_line(e)
+    torch.manual_seed(seed)
+    try:
+        if mode == "graph":
+            return graph_case(op, inp, args, kwargs, lambda a, b, d: compare(a, b, d, False, True), device)
+        return meta_case(op, inp, args, kwargs)
+    except Exception as e:  # noqa: BLE001 - the oracle's own failure is reported, never raised
+        return "D", f"{mode} oracle: " + _first_line(e)
 
 
 def _device_samples(op: Any, device: str, dtype: Any, requires_grad: bool) -> Iterator[Any] | None:
@@ -466,6 +492,6 @@ def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         m["cases"] += 1
         m["codes"][r["code"]] = m["codes"].get(r["code"], 0) + 1
     for m in out.values():
-        ok = sum(m["codes"].get(c, 0) for c in "=rcn")
+        ok = sum(m["codes"].get(c, 0) for c in "=rcnef")
         m["equal_share"] = round(ok / m["cases"], 5) if m["cases"] else None
     return out

@@ -223,7 +223,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--dtypes", nargs="*", help="dtype names (float32 bfloat16 ...); every dtype the CPU supports when absent")
     ap.add_argument("--samples", type=int, default=0, help="at most this many sample inputs per op, dtype and pass (0: all)")
     ap.add_argument("--modes", nargs="*", default=["forward", "backward", "error"],
-                    choices=["forward", "backward", "error", "sparse"])
+                    choices=["forward", "backward", "error", "sparse", "graph", "meta"])
     ap.add_argument("--jobs", type=int, default=1, help="workers at once")
     ap.add_argument("--chunk", type=int, default=40, help="ops per worker")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per op before its worker is declared hung")

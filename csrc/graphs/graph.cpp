@@ -305,13 +305,24 @@ class Graph final : public at::GraphImplInterface {
       node.op.redispatchBoxed(keys, &stack);
       wait_for_work(stack);
       for (size_t i = 0; i < node.outs.size(); ++i) {
-        if (!node.outs[i].isTensor()) continue;
-        const at::Tensor& dst = node.outs[i].toTensor();
-        const at::Tensor& src = stack[i].toTensor();
-        if (dst.unsafeGetTensorImpl() != src.unsafeGetTensorImpl()) cpu_view(dst, false).copy_(cpu_view(src, false));
+        if (node.outs[i].isTensor()) {
+          copy_result(node.outs[i].toTensor(), stack[i].toTensor());
+        } else if (node.outs[i].isTensorList()) {  // a functional operator's Tensor[] (_foreach_*, histogramdd's edges)
+          const auto dst = node.outs[i].toTensorList();
+          const auto src = stack[i].toTensorList();
+          for (size_t j = 0; j < dst.size() && j < src.size(); ++j) copy_result(dst.get(j), src.get(j));
+        }
       }
       stack.clear();
     }
+  }
+
+  // a replay's result into the tensor the capture handed the program
+  static void copy_result(const at::Tensor& dst, const at::Tensor& src) {
+    if (!dst.defined() || !src.defined() || dst.unsafeGetTensorImpl() == src.unsafeGetTensorImpl()) return;
+    TORCH_CHECK(dst.has_storage() && src.has_storage(), "CUDA graph replay on the emulated device: ", dst.layout(),
+                " results of a captured operator cannot be replayed into the captured ones; capture dense tensors");
+    cpu_view(dst, false).copy_(cpu_view(src, false));
   }
 
   void reset() override {
@@ -360,9 +371,9 @@ class Graph final : public at::GraphImplInterface {
     return "";
   }
   void own(const at::Tensor& t) {
-    if (t.defined() && t.device().type() == kType) owned_.insert(t.storage().data());
+    if (t.defined() && t.device().type() == kType && t.has_storage()) owned_.insert(t.storage().data());
   }
-  bool owns(const at::Tensor& t) const { return owned_.count(t.storage().data()) != 0; }
+  bool owns(const at::Tensor& t) const { return t.has_storage() && owned_.count(t.storage().data()) != 0; }
   void invalidate(const std::string& why) {  // under g_capture_mutex: another thread may invalidate it
     if (invalidated_.empty()) invalidated_ = why;
   }
@@ -648,6 +659,9 @@ bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> outs(stack->end() - m, stack->end());
   for (const auto& o : outs) {
     if (o.isTensor()) g->own(o.toTensor());
+    if (o.isTensorList()) {
+      for (const at::Tensor& t : o.toTensorList()) g->own(t);
+    }
   }
   auto out = writes_only ? std::nullopt : out_overload(op);
   if (out.has_value()) {  // replay writes the captured outputs directly

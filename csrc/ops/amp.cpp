@@ -72,10 +72,10 @@ void register_npu_autocast() {
 
 void register_amp() {
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
-  kernel<&widened<&at::_softmax>>(m, "_softmax");
-  kernel<&widened<&at::_log_softmax>>(m, "_log_softmax");
-  kernel<&widened_backward<&at::_softmax_backward_data>>(m, "_softmax_backward_data");
-  kernel<&widened_backward<&at::_log_softmax_backward_data>>(m, "_log_softmax_backward_data");
+  kernel<&widened<&at::_softmax>, Capture::Itself>(m, "_softmax");
+  kernel<&widened<&at::_log_softmax>, Capture::Itself>(m, "_log_softmax");
+  kernel<&widened_backward<&at::_softmax_backward_data>, Capture::Itself>(m, "_softmax_backward_data");
+  kernel<&widened_backward<&at::_log_softmax_backward_data>, Capture::Itself>(m, "_log_softmax_backward_data");
   if (!is_cuda()) register_npu_autocast();
 }
 

@@ -24,35 +24,59 @@ void core_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // takes torch_npu's way instead (its composite, or the CPU fallback with its warning, count and
 // refusal), and one it has a kernel for passes torch_npu's dtype checks first. Decided once per
 // operator (the table is set before any operator runs); the cuda device pays one flag test per call.
-template <auto Fn>
+//
+// Under CUDA graph capture a kernel that computes is recorded like the fallback's calls (graph.cpp's
+// capture_boxed), so a replay runs it again on what its inputs hold then: a kernel of the core's own
+// is past the fallback, where capture records, and one that ran only at capture would hand every
+// replay the capture's answer. Capture::Itself marks the kernels that handle capture themselves or
+// compute nothing a replay could change (allocation, views, metadata, copies).
+enum class Capture { Record, Itself };
+
+template <auto Fn, Capture C>
 struct Gated;
-template <class R, class... A, R (*Fn)(A...)>
-struct Gated<Fn> {
+template <class R, class... A, R (*Fn)(A...), Capture C>
+struct Gated<Fn, C> {
   static_assert(c10::impl::can_box_all<A...>::value, "a gated kernel's arguments must box");
   static inline std::string name, overload;
 
-  static R call(A... args) {
-    if (C10_LIKELY(!npu_coverage_active())) return Fn(std::forward<A>(args)...);
+  static const c10::OperatorHandle& handle() {
     static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
-    static const NpuKernel kind = npu_core_kernel(op);
+    return op;
+  }
+
+  // the recorded call: capture_boxed runs it once through this kernel again (no longer "capturing")
+  static void recorded(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    if (!capture_boxed(op, stack)) op.redispatchBoxed(c10::DispatchKeySet(kKey), stack);
+  }
+
+  static R call(A... args) {
+    if constexpr (C == Capture::Record) {
+      if (C10_UNLIKELY(capturing())) {
+        return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&recorded>(), handle(),
+                                                            c10::DispatchKeySet(kKey), std::forward<A>(args)...);
+      }
+    }
+    if (C10_LIKELY(!npu_coverage_active())) return Fn(std::forward<A>(args)...);
+    static const NpuKernel kind = npu_core_kernel(handle());
     if (C10_LIKELY(kind == NpuKernel::Plain)) return Fn(std::forward<A>(args)...);
     if (kind == NpuKernel::Checked) {
-      npu_kernel_check(op, c10::impl::boxArgs<A...>(args...));
+      npu_kernel_check(handle(), c10::impl::boxArgs<A...>(args...));
       return Fn(std::forward<A>(args)...);
     }
-    return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&core_boxed>(), op,
+    return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&core_boxed>(), handle(),
                                                         c10::DispatchKeySet(kKey), std::forward<A>(args)...);
   }
 };
 
-template <auto Fn>
+template <auto Fn, Capture C = Capture::Record>
 void kernel(torch::Library& m, const char* op) {
   const std::string full(op);
   const auto dot = full.find('.');
-  TORCH_CHECK(Gated<Fn>::name.empty(), "cudashim: one kernel registered for two operators (", Gated<Fn>::name, ", ", op, ")");
-  Gated<Fn>::name = "aten::" + full.substr(0, dot);
-  Gated<Fn>::overload = dot == std::string::npos ? "" : full.substr(dot + 1);
-  m.impl(op, TORCH_FN(Gated<Fn>::call));
+  using G = Gated<Fn, C>;
+  TORCH_CHECK(G::name.empty(), "cudashim: one kernel registered for two operators (", G::name, ", ", op, ")");
+  G::name = "aten::" + full.substr(0, dot);
+  G::overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+  m.impl(op, TORCH_FN(G::call));
 }
 struct Call;
 // sparse.cpp: a sparse (COO or compressed) device tensor as a CPU sparse tensor over CPU views of its

@@ -3,7 +3,7 @@
 //   mm.dtype, mm.dtype_out: a matrix product of float16/bfloat16 matrices into a float32 result,
 //   accumulated in float32 (cuBLAS's out_dtype=); linear_cross_entropy's chunked path takes it on
 //   cuda. The device widens the factors (exact) and multiplies them in float32 with the CPU's kernel.
-#include "shim.h"
+#include "call.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -44,8 +44,8 @@ at::Tensor& mm_dtype_out(const at::Tensor& self, const at::Tensor& mat2, at::Sca
 void register_cuda_only() {
   if (!is_cuda()) return;
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
-  m.impl("mm.dtype", mm_dtype);
-  m.impl("mm.dtype_out", mm_dtype_out);
+  kernel<&mm_dtype>(m, "mm.dtype");
+  kernel<&mm_dtype_out>(m, "mm.dtype_out");
 }
 
 }  // namespace cudashim

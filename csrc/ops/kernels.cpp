@@ -136,25 +136,25 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 void register_kernels() {
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
-  kernel<&native_dropout>(m, "native_dropout");
-  kernel<&empty_memory_format>(m, "empty.memory_format");
-  kernel<&empty_strided>(m, "empty_strided");
-  kernel<&copy_>(m, "copy_");
-  kernel<&resize_>(m, "resize_");
-  kernel<&set_empty_>(m, "set_");
-  kernel<&at::native::set_>(m, "set_.source_Storage");
-  kernel<&at::native::set_storage_cpu_>(m, "set_.source_Storage_storage_offset");
-  kernel<&at::native::set_tensor_>(m, "set_.source_Tensor");
-  kernel<&local_scalar_dense>(m, "_local_scalar_dense");
-  kernel<&record_stream>(m, "record_stream");
-  kernel<&scalar_tensor>(m, "scalar_tensor");
-  kernel<&to_copy>(m, "_to_copy");
-  kernel<&at::native::as_strided_tensorimpl>(m, "as_strided");
-  kernel<&at::native::view>(m, "view");
-  kernel<&at::native::_reshape_alias>(m, "_reshape_alias");
-  kernel<&at::native::unfold>(m, "unfold");
-  kernel<&at::native::view_as_real>(m, "view_as_real");
-  kernel<&at::native::view_as_complex>(m, "view_as_complex");
+  kernel<&native_dropout, Capture::Itself>(m, "native_dropout");
+  kernel<&empty_memory_format, Capture::Itself>(m, "empty.memory_format");
+  kernel<&empty_strided, Capture::Itself>(m, "empty_strided");
+  kernel<&copy_, Capture::Itself>(m, "copy_");
+  kernel<&resize_, Capture::Itself>(m, "resize_");
+  kernel<&set_empty_, Capture::Itself>(m, "set_");
+  kernel<&at::native::set_, Capture::Itself>(m, "set_.source_Storage");
+  kernel<&at::native::set_storage_cpu_, Capture::Itself>(m, "set_.source_Storage_storage_offset");
+  kernel<&at::native::set_tensor_, Capture::Itself>(m, "set_.source_Tensor");
+  kernel<&local_scalar_dense, Capture::Itself>(m, "_local_scalar_dense");
+  kernel<&record_stream, Capture::Itself>(m, "record_stream");
+  kernel<&scalar_tensor, Capture::Itself>(m, "scalar_tensor");
+  kernel<&to_copy, Capture::Itself>(m, "_to_copy");
+  kernel<&at::native::as_strided_tensorimpl, Capture::Itself>(m, "as_strided");
+  kernel<&at::native::view, Capture::Itself>(m, "view");
+  kernel<&at::native::_reshape_alias, Capture::Itself>(m, "_reshape_alias");
+  kernel<&at::native::unfold, Capture::Itself>(m, "unfold");
+  kernel<&at::native::view_as_real, Capture::Itself>(m, "view_as_real");
+  kernel<&at::native::view_as_complex, Capture::Itself>(m, "view_as_complex");
 }
 
 }  // namespace cudashim

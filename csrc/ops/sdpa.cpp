@@ -78,18 +78,20 @@ at::Tensor unfilled(c10::IntArrayRef sizes, c10::ScalarType dtype, c10::DeviceIn
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
                            at::Tensor, at::Tensor>;
 
-// The CPU's flash kernel (with or without a mask) on views of the device tensors, its results in CUDA's layout.
+// The CPU's flash kernel (with or without a mask) on views of the device tensors, its results in CUDA's
+// layout, each output as the operator's meta function promises (what torch.compile traces and asserts):
+// no cumulative sequence lengths; flash's RNG state as CUDA's flash returns it (philox seed pair and
+// offset, uint64), overrideable's as its meta says (two int64 scalars) and no debug mask. Unused here.
 Forward forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
-                double dropout, bool causal, std::optional<double> scale) {
+                double dropout, bool causal, std::optional<double> scale, bool overrideable) {
   const auto index = q.device().index();
   std::optional<at::Tensor> m = mask.has_value() ? std::optional<at::Tensor>(host(*mask)) : std::nullopt;
   auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(host(q), host(k), host(v), dropout, causal, m, scale);
-  at::Tensor none = unfilled({0}, q.scalar_type(), index);
-  // the RNG state CUDA's flash returns (philox seed, offset), shaped as its meta function says; unused here
-  at::Tensor seed = unfilled({2}, at::kUInt64, index);
-  at::Tensor offset = unfilled({}, at::kUInt64, index);
+  at::Tensor seed = overrideable ? unfilled({}, at::kLong, index) : unfilled({2}, at::kUInt64, index);
+  at::Tensor offset = unfilled({}, overrideable ? at::kLong : at::kUInt64, index);
+  at::Tensor debug = overrideable ? at::Tensor() : unfilled({0}, q.scalar_type(), index);
   return {laid_out_like(as_device(std::move(out), index), q), contiguous_lse(as_device(std::move(lse), index)),
-          none, none, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), seed, offset, none};
+          at::Tensor(), at::Tensor(), c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), seed, offset, debug};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad, const at::Tensor& q, const at::Tensor& k,
@@ -106,7 +108,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad, 
 
 Forward flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout, bool causal,
               bool /*return_debug_mask*/, std::optional<double> scale) {
-  return forward(q, k, v, std::nullopt, dropout, causal, scale);
+  return forward(q, k, v, std::nullopt, dropout, causal, scale, false);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
@@ -118,7 +120,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward(
 
 Forward masked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
                double dropout, bool causal, bool /*return_debug_mask*/, std::optional<double> scale) {
-  return forward(q, k, v, mask, dropout, causal, scale);
+  return forward(q, k, v, mask, dropout, causal, scale, true);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> masked_backward(
@@ -129,7 +131,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> masked_backward(
   TORCH_CHECK(!need[3], "scaled_dot_product_attention on the emulated CUDA device: no gradient for attn_mask "
               "(the CPU's flash kernel computes none); detach the mask, or pass it with requires_grad=False");
   auto [dq, dk, dv] = backward(grad, q, k, v, out, lse, mask, dropout, causal, scale);
-  return {dq, dk, dv, at::Tensor()};
+  // the meta function promises a gradient shaped as the mask whenever there is one (asked for or not)
+  return {dq, dk, dv, mask.defined() ? capture_note(at::empty_like(mask)) : at::Tensor()};
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
 
     from .. import visibility
     from ..platform import cpu_views
-    from . import accelerator, compile, cpu_build, distributed, graphs, ipc, nccl, profiles, streams
+    from . import accelerator, compile, cpu_build, cuda_only, distributed, graphs, ipc, nccl, profiles, streams
     from .cuda import DeviceModule, nvtx_table
     from .memory import bind_allocator_apis, bind_storage_resize, configure
     from .synchronizing import register_operators
@@ -51,6 +51,7 @@ def install(bindings: Any, *, when_imported: Callable[[str, Callable[[Any], None
     profile = profiles.active("cuda")  # CUDASHIM_PROFILE: the GPU the devices present (ProfileError names a bad one)
     mod = load("CUDA")
     register_operators(mod)  # before any operator runs on the device
+    cuda_only.register(torch)  # operators only CUDA implements: a kernel each, or a CapabilityError naming it
     # CUDASHIM_CPU_DEVICES, else LOCAL_WORLD_SIZE (a launcher's ranks each set_device(local_rank)), else 1;
     # CUDA_VISIBLE_DEVICES narrows it as on a GPU host
     mod.set_device_count(visibility.cpu_device_count())

@@ -16,7 +16,7 @@ import os
 import threading
 from typing import Any, Callable
 
-from . import graph_kernels
+from . import flex_decompose, graph_kernels
 
 __all__ = ["bind", "empty_strided"]
 
@@ -302,9 +302,11 @@ def bind(b: Any, is_active: Callable[[], bool], when_imported: Callable[[str, Ca
         from torch._inductor.codegen.common import register_backend_for_device
         from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 
-        # the no-op pass keys Inductor's cache on this wrapper's code (graph_kernels.cache_key_pass)
+        # the pass keys Inductor's cache on this wrapper's code (graph_kernels.cache_key_pass) and makes
+        # compiled flex attention trainable (flex_decompose.py)
         register_backend_for_device("cuda", _scheduling_class(), _wrapper_class(), CppWrapperCpu,
-                                    device_custom_pass=graph_kernels.cache_key_pass())
+                                    device_custom_pass=graph_kernels.cache_key_pass(flex_decompose.decompose_flex,
+                                                                                    flex_decompose.__file__))
         use_cpp_backend()
 
     def device_interface(mod: Any) -> None:
@@ -435,10 +437,11 @@ _saved_flex: list[tuple[Any, Any]] = []
 
 def _lower_flex_on_host() -> None:
     """flex_attention on the device's tensors lowers to Inductor's C++ template (the CPU's), not the
-    Triton one, which needs a GPU. The C++ template computes the attention only, as on the CPU: where
-    the compiled program uses the log-sum-exp (a backward through it, return_lse / return_aux), the
-    lowering refuses with a CapabilityError naming the ways out; where nothing reads it (grad mode on
-    but no input requires grad), it is not computed."""
+    Triton one, which needs a GPU. The C++ template computes the attention only, as on the CPU: on the
+    cuda device a graph that uses the log-sum-exp (a backward through it, return_lse / return_aux) never
+    gets here (flex_decompose.py inlines the dense implementation first); where another device's graph
+    does, the lowering refuses with a CapabilityError naming the ways out; where nothing reads it (grad
+    mode on but no input requires grad), it is not computed."""
     import torch
     from torch._inductor import lowering
 

@@ -87,12 +87,14 @@ def launch(kernel: Callable[..., Any], kind: str, *args: Any) -> None:
     _op()(handle, reads, writes)
 
 
-def cache_key_pass() -> Any:
-    """A no-op post-grad pass whose uuid is this code's: Inductor's FX graph cache keys on it, so a
+def cache_key_pass(run: Callable[[Any], None] | None = None, source: str | None = None) -> Any:
+    """A post-grad pass whose uuid is this code's: Inductor's FX graph cache keys on it, so a
     wrapper generated without these calls (an older cudashim's, or the alias backend's) is never
     loaded for the device, nor ours by them. The uuid also carries the thread count the C++ kernels
     specialize on, which Inductor adds to the key only for graphs with CPU tensors: code compiled
-    under one thread count is never loaded under another, as for the CPU."""
+    under one thread count is never loaded under another, as for the CPU. `run`, if given, is the
+    device's own rewrite of the graph (defined in the file `source`, which the uuid hashes too);
+    else the pass changes nothing."""
     import os
 
     from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
@@ -101,13 +103,15 @@ def cache_key_pass() -> Any:
 
     class CacheKey(CustomGraphModulePass):
         def __call__(self, gm: Any) -> None:
-            return None
+            if run is not None:
+                run(gm)
 
         def uuid(self) -> bytes:
             from torch._inductor import config
             from torch._inductor.utils import parallel_num_threads
 
-            files = get_hash_for_files((os.path.join(here, "compile.py"), os.path.abspath(__file__)))
+            files = get_hash_for_files((os.path.join(here, "compile.py"), os.path.abspath(__file__),
+                                        *((source,) if source else ())))
             # Inductor's own rule (FxGraphHashDetails): the kernels specialize on the thread count unless
             # it is fixed by config or left to the OpenMP runtime
             if config.cpp.threads < 1 and not config.cpp.dynamic_threads:

@@ -1,6 +1,6 @@
 """torch.compile's modes and templates on cuda tensors: compile_checks.py in one fresh interpreter, one test
 per check (on an NVIDIA machine the same checks run on real CUDA, the oracle), the emulated device's one
-refusal (a backward through compiled flex_attention), a gpt-fast-style generation program
+backward through compiled flex_attention, a gpt-fast-style generation program
 (examples/gpt_fast.py: reduce-overhead decode, dynamic-shape prefill) whose tokens equal its CPU run's, and
 a compile on Inductor's compile threads."""
 
@@ -51,11 +51,12 @@ except Exception as e:
 """
 
 
-@pytest.mark.skipif(REAL_CUDA, reason="real CUDA compiles flex_attention's backward with Triton")
-def test_compiled_flex_attention_backward_is_refused_with_the_capability_error() -> None:
+def test_compiled_flex_attention_backward_runs() -> None:
+    """A backward through compiled flex_attention (CUDA's Triton template; on the device the eager operator's
+    dense implementation, inlined by emulated/flex_decompose.py): no refusal, gradients on the device."""
     proc = run_python(["-c", _FLEX_BACKWARD])
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "CapabilityError" in proc.stdout and "scaled_dot_product_attention" in proc.stdout, proc.stdout
+    assert proc.stdout.split()[:1] == ["ran"], proc.stdout
 
 
 _GPT_FAST = """
