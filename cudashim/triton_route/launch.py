@@ -81,13 +81,14 @@ class LaunchedKernel:
 
     def __init__(self, name: str) -> None:
         object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_platform", _config["platform"])
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
         raise CapabilityError(
-            f"Triton kernel {self._name}: .{attr} reads the compiled kernel, and on the emulated device a launch "
-            f"is interpreted, never compiled [capability triton_kernels]; {_PATCH_WAY}")
+            f"Triton kernel {self._name}: .{attr} reads the compiled kernel, and on the emulated device "
+            f"({self._platform} platform) a launch is interpreted, never compiled [capability triton_kernels]; {_PATCH_WAY}")
 
     def __repr__(self) -> str:
         return f"<interpreted launch of {self._name}>"
@@ -188,7 +189,7 @@ def launch(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
     if warmup:
         raise CapabilityError(
             f"Triton kernel {name}: warmup() compiles the kernel and returns the compiled kernel, and on the emulated "
-            f"device a launch is interpreted, never compiled [capability triton_kernels]; {_PATCH_WAY}")
+            f"device ({_config['platform']} platform) a launch is interpreted, never compiled [capability triton_kernels]; {_PATCH_WAY}")
     sig = _signature(kernel)
     params = sig.parameters
     try:
