@@ -216,13 +216,43 @@ def _f64_to_f32_for_bf16(data: Any) -> Any:
 
 
 _interpreted: dict[Any, Any] = {}  # python function -> InterpretedFunction (holds the rewritten source)
+_transformer: list[Any] = []
+
+
+def _loop_transformer() -> Any:
+    """Triton's source rewrite for the interpreter, plus: the index of a `range`/`tl.range` loop is a
+    tensor, as the compiler makes it (stock, it is a Python int and `i.to(tl.int64)` fails). The
+    rewrite's own rule turns an assignment's value into a tensor; the loop body starts with `i = i`."""
+    if not _transformer:
+        import ast
+
+        base = _interp().ASTTransformer
+
+        class LoopIndex(base):  # type: ignore[misc, valid-type]
+            def visit_For(self, node: Any) -> Any:
+                node = self.generic_visit(node)
+                it = node.iter
+                name = getattr(it, "func", None)
+                called = getattr(name, "id", None) or getattr(name, "attr", None)
+                if called == "range" and isinstance(node.target, ast.Name):
+                    me = node.target.id
+                    keep = ast.Assign(targets=[ast.Name(id=me, ctx=ast.Store())], value=ast.Name(id=me, ctx=ast.Load()))
+                    node.body.insert(0, ast.copy_location(self.visit_Assign(keep), node))
+                return node
+
+        _transformer.append(LoopIndex())
+    return _transformer[0]
 
 
 def _interpreted_fn(jit_fn: Any) -> Any:
     fn = jit_fn.fn
     interp = _interpreted.get(fn)
     if interp is None:
-        interp = _interpreted[fn] = _interp().InterpretedFunction(fn)
+        interp = _interp().InterpretedFunction(fn)
+        interp.rewriter.ast_transformer = _loop_transformer()
+        # Triton caches rewrites per function for all interpreters: ours (with the loop index) apart
+        interp.rewritten_fn = {}
+        _interpreted[fn] = interp
     return interp
 
 
