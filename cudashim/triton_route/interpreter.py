@@ -266,9 +266,11 @@ def _device_check(arg: Any, index: int, device_type: str) -> None:
 
 
 def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tuple[int, int, int],
-            device_type: str | None = "cuda") -> None:
+            device_type: str | None = "cuda", copy: bool = False) -> None:
     """Run one launch of jit_fn on the interpreter, reading and writing the arguments' memory in place.
-    device_type None: any tensor's memory is taken (a graph replay hands CPU views of device memory)."""
+    device_type None: any tensor's memory is taken (a graph replay hands CPU views of device memory).
+    copy: Triton's own executor instead, which copies each argument's storage to the host and back
+    (benchmarks/bench_triton.py measures what the in-place launch saves)."""
     m = _interp()
     if device_type is not None:
         for i, a in enumerate(list(args) + list(kwargs.values())):
@@ -290,7 +292,7 @@ def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tu
     try:
         _close_gaps(scope, name)
         libdevice.patch(scope, jit_fn.fn.__globals__, lambda: name)
-        executor = InPlace(rewritten, interp.arg_names, grid, [])
+        executor = (m.GridExecutor if copy else InPlace)(rewritten, interp.arg_names, grid, [])
         executor(*args, **kwargs)
     except m.InterpreterError as e:
         if isinstance(e.__cause__, CapabilityError):
