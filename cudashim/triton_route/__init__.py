@@ -108,9 +108,8 @@ def _on_driver(mod: Any) -> None:
     holder.set_active(EmulatedDriver(device_type, backend))
 
 
-def _capture_check(platform: str) -> Callable[[], bool] | None:
-    if platform != "cpu":
-        return None
+def _capture_check(platform: str) -> Callable[[], bool]:
+    # both emulated devices (cuda on cpu, the simulated npu) give the graph recorder's capture check here
     from ..emulated import graph_kernels
 
     def capturing() -> bool:

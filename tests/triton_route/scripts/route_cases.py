@@ -322,7 +322,7 @@ def seam():
     from cudashim.triton_route import launch
 
     seen = []
-    triton_route.add_launch_check("cpu", lambda k, grid, bound: seen.append((k.fn.__name__, grid, sorted(bound))))
+    triton_route.add_launch_check(triton_route.installed(), lambda k, grid, bound: seen.append((k.fn.__name__, grid, sorted(bound))))
     triton_route.add_executor("decline", lambda k, bound, grid: "not this one")
     x, y = torch.ones(8, device=DEV), torch.ones(8, device=DEV)
     o = torch.zeros(8, device=DEV)
