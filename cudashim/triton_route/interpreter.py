@@ -32,6 +32,9 @@ from ._bf16 import from_f32 as f32_to_bf16, to_f32 as bf16_to_f32
 __all__ = ["execute", "nested_call", "interpreting"]
 
 _local = threading.local()  # the kernel being interpreted on this thread (None outside a launch)
+# Triton's interpreter keeps the grid position in one builder and patches the language module while a
+# launch runs: one launch at a time per process (a backward on autograd's thread waits for the forward's)
+_one_at_a_time = threading.RLock()
 
 
 def interpreting() -> Any:
@@ -288,6 +291,7 @@ def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tu
     name = _kernel_name(jit_fn)
     scope = _Scope()
     previous = interpreting()
+    _one_at_a_time.acquire()
     _local.kernel = jit_fn
     try:
         _close_gaps(scope, name)
@@ -301,6 +305,7 @@ def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tu
     finally:
         scope.restore()
         _local.kernel = previous
+        _one_at_a_time.release()
 
 
 def nested_call(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
