@@ -19,7 +19,6 @@ assembly raises CapabilityError naming the kernel.
 
 from __future__ import annotations
 
-import inspect
 import threading
 from typing import Any, Callable
 
@@ -268,6 +267,23 @@ def _device_check(arg: Any, index: int, device_type: str) -> None:
         raise ValueError(f"Pointer argument (at {index}) cannot be accessed from Triton (cpu tensor?)")
 
 
+_executor: list[type] = []
+
+
+def _in_place() -> type:
+    """Triton's GridExecutor without its host copy: the arguments are the device's memory already."""
+    if not _executor:
+        class InPlace(_interp().GridExecutor):  # type: ignore[misc, name-defined]
+            def _init_args_hst(self, args_dev: Any, kw: Any) -> Any:
+                return list(args_dev), dict(kw)
+
+            def _restore_args_dev(self, *a: Any) -> None:
+                return None
+
+        _executor.append(InPlace)
+    return _executor[0]
+
+
 def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tuple[int, int, int],
             device_type: str | None = "cuda", copy: bool = False) -> None:
     """Run one launch of jit_fn on the interpreter, reading and writing the arguments' memory in place.
@@ -280,14 +296,6 @@ def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tu
             _device_check(a, i, device_type)
     interp = _interpreted_fn(jit_fn)
     rewritten = interp.rewrite()
-
-    class InPlace(m.GridExecutor):  # type: ignore[misc, name-defined]
-        def _init_args_hst(self, args_dev: Any, kw: Any) -> Any:
-            return list(args_dev), dict(kw)
-
-        def _restore_args_dev(self, *a: Any) -> None:
-            return None
-
     name = _kernel_name(jit_fn)
     scope = _Scope()
     previous = interpreting()
@@ -296,7 +304,7 @@ def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tu
     try:
         _close_gaps(scope, name)
         libdevice.patch(scope, jit_fn.fn.__globals__, lambda: name)
-        executor = (m.GridExecutor if copy else InPlace)(rewritten, interp.arg_names, grid, [])
+        executor = (m.GridExecutor if copy else _in_place())(rewritten, interp.arg_names, grid, [])
         executor(*args, **kwargs)
     except m.InterpreterError as e:
         if isinstance(e.__cause__, CapabilityError):
@@ -325,6 +333,3 @@ def _kernel_name(jit_fn: Any) -> str:
     fn = getattr(jit_fn, "fn", jit_fn)
     return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
 
-
-def signature_of(jit_fn: Any) -> inspect.Signature:
-    return inspect.signature(jit_fn.fn)
