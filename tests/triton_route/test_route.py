@@ -64,6 +64,16 @@ def test_driver_answers_from_the_device(route: dict) -> None:
     assert d["sm"] == d["torch_sm"] and d["warp"] == 32
 
 
+def test_driver_answers_the_profile() -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--profile", "h100-80gb",
+                           str(SCRIPT), "driver"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    d = ok(json.loads(proc.stdout.strip().splitlines()[-1]), "driver")
+    assert "arch=90" in d["target"] and d["sm"] == 132 == d["torch_sm"]
+
+
 def test_vector_add(route: dict) -> None:
     assert ok(route, "vector_add") is True
 
