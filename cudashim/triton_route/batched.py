@@ -26,6 +26,8 @@ from __future__ import annotations
 import inspect
 import threading
 from dataclasses import dataclass, field
+import bisect
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -61,10 +63,85 @@ class _Diverged(Exception):
         self.where = where
 
 
-def _interp() -> Any:
-    from triton.runtime import interpreter
+_MODULES: list[Any] = []
 
-    return interpreter
+
+def _interp() -> Any:
+    if not _MODULES:
+        import triton.language as tl
+        from triton.runtime import interpreter
+
+        _MODULES[:] = [interpreter, tl]
+    return _MODULES[0]
+
+
+def _put(view: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
+    view[idx] = values
+
+
+class _Memory:
+    """The launch's tensors as numpy arrays, so that loads and stores are gathers and scatters.
+
+    A pointer block is served from the one argument storage that holds its first unmasked address;
+    anything else (addresses outside it, an element size that does not divide an offset) takes the
+    interpreter's element-by-element path.
+    """
+
+    def __init__(self, tensors: list[Any]) -> None:
+        spans: dict[int, int] = {}
+        self._keep = []
+        for t in tensors:
+            storage = t.untyped_storage()
+            start, size = storage.data_ptr(), storage.nbytes()
+            if size and spans.get(start, -1) < size:
+                spans[start] = size
+                self._keep.append(storage)
+        self.starts = sorted(spans)
+        self.sizes = [spans[s] for s in self.starts]
+        self._views: dict[tuple[int, np.dtype], np.ndarray] = {}
+
+    def _view(self, i: int, dtype: np.dtype) -> np.ndarray:
+        key = (i, dtype)
+        view = self._views.get(key)
+        if view is None:
+            import ctypes
+
+            n = self.sizes[i] // dtype.itemsize
+            raw = (ctypes.c_byte * (n * dtype.itemsize)).from_address(self.starts[i])
+            view = self._views[key] = np.frombuffer(raw, dtype=dtype)
+        return view
+
+    def locate(self, p: np.ndarray, m: np.ndarray | None,
+               dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, bool] | None:
+        """(typed view, element indices, whether every index is in bounds) for pointer block `p` under mask
+        `m`, or None. Masked-off lanes may hold any index: they must be clipped and discarded."""
+        if not self.starts or p.size == 0:
+            return None
+        if m is not None:
+            first = int(np.argmax(m))
+            if not m.flat[first]:
+                return None
+            probe = int(p.flat[first])
+        else:
+            probe = int(p.flat[0])
+        i = bisect.bisect_right(self.starts, probe) - 1
+        if i < 0 or probe >= self.starts[i] + self.sizes[i]:
+            return None
+        dtype = np.dtype(dtype)
+        size = dtype.itemsize
+        start = self.starts[i]
+        if start % size:
+            return None
+        off = p - np.uint64(start)
+        if size > 1:
+            if np.bitwise_and(off, np.uint64(size - 1), where=m if m is not None else True,
+                              out=np.zeros(off.shape, np.uint64)).any():
+                return None
+            off >>= np.uint64(size.bit_length() - 1)
+        view = self._view(i, dtype)
+        if off.size and int(np.max(off, where=m if m is not None else True, initial=0)) >= view.shape[0]:
+            return None
+        return view, off.view(np.int64), m is None
 
 
 @dataclass
@@ -85,7 +162,8 @@ class _Run:
 
     group: _Group
     launch_instances: int
-    undo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    undo: list[Callable[[], None]] = field(default_factory=list)
+    memory: _Memory | None = None
     max_elements: int = 1
 
 
@@ -132,6 +210,207 @@ def _align(handles: list[Any]) -> list[Any]:
             h = TensorHandle(h.data.reshape(h.data.shape + (1,) * (top - h.data.ndim)), h.dtype, h.attr)
         out.append(h)
     return out
+
+
+# -- recording a launch once, replaying it ------------------------------------------------------------
+#
+# The language front end (type checks, broadcasting rules, tensor objects) costs more Python than the
+# numpy work of a small block. A run records every operation that makes or uses a value (the builder's,
+# and the reductions', scans' and loops' of this module) with where its operands came from, and every
+# Python-level decision with its outcome. A later launch of the same specialization replays that tape:
+# the same numpy calls on the new arguments, each decision checked to come out the same; where one does
+# not, the group is undone and run through the front end again.
+
+
+class _Slot:
+    __slots__ = ("i",)
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+
+class _GuardFailed(Exception):
+    pass
+
+
+class _Unrecorded(Exception):
+    pass
+
+
+class _Tape:
+    def __init__(self) -> None:
+        self.ops: list[tuple[Any, ...]] = []
+        self.ids: dict[int, int] = {}
+        self.keep: list[Any] = []
+        self.n = 0
+        self.args: dict[str, int] = {}
+        self.broken: str | None = None
+
+    def add(self, h: Any) -> int:
+        i = self.n
+        self.n += 1
+        self.ids[id(h)] = i
+        self.keep.append(h)
+        return i
+
+    def ref(self, v: Any, handle_type: type) -> Any:
+        if isinstance(v, handle_type):
+            i = self.ids.get(id(v))
+            if i is None:
+                raise _Unrecorded
+            return _Slot(i)
+        if isinstance(v, (list, tuple)) and any(isinstance(x, handle_type) for x in v):
+            raise _Unrecorded
+        return v
+
+    def record(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        handle_type = _interp().TensorHandle
+        has_out = isinstance(out, handle_type) or (isinstance(out, tuple) and out and
+                                                     all(isinstance(o, handle_type) for o in out))
+        try:
+            refs = [self.ref(a, handle_type) for a in args]
+            krefs = {k: self.ref(v, handle_type) for k, v in kwargs.items()}
+        except _Unrecorded:
+            self.broken = f"{getattr(fn, '__name__', fn)} used a value made outside the recorded operations"
+            return
+        if not has_out and not any(isinstance(r, _Slot) for r in refs) and \
+                not any(isinstance(r, _Slot) for r in krefs.values()):
+            return
+        if isinstance(out, handle_type):
+            outs: Any = self.add(out)
+        elif has_out:
+            outs = tuple(self.add(o) for o in out)
+        else:
+            outs = None
+        self.ops.append((0, fn, refs, krefs, outs))
+
+    def guard(self, check: Callable[[Any], Any], h: Any, expected: Any) -> None:
+        try:
+            r = self.ref(h, _interp().TensorHandle)
+        except _Unrecorded:
+            self.broken = "a decision on a value made outside the recorded operations"
+            return
+        self.ops.append((1, check, [r], {}, expected))
+
+
+class _State:
+    tape: _Tape | None = None
+
+
+_STATE = _State()
+
+
+def _emit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    out = fn(*args, **kwargs)
+    tape = _STATE.tape
+    if tape is not None and tape.broken is None:
+        tape.record(fn, args, kwargs, out)
+    return out
+
+
+def _guard(check: Callable[[Any], Any], h: Any) -> Any:
+    value = check(h)
+    tape = _STATE.tape
+    if tape is not None and tape.broken is None:
+        tape.guard(check, h, value)
+    return value
+
+
+def _replay(tape: _Tape, bound: dict[str, Any]) -> None:
+    slots: list[Any] = [None] * tape.n
+    for name, i in tape.args.items():
+        slots[i] = bound[name].handle
+    for kind, fn, refs, krefs, out in tape.ops:
+        args = [slots[a.i] if a.__class__ is _Slot else a for a in refs]
+        if kind == 0:
+            if krefs:
+                r = fn(*args, **{k: (slots[v.i] if v.__class__ is _Slot else v) for k, v in krefs.items()})
+            else:
+                r = fn(*args)
+            if out is None:
+                continue
+            if out.__class__ is int:
+                slots[out] = r
+            else:
+                for i, h in zip(out, r):
+                    slots[i] = h
+        else:
+            try:
+                same = fn(*args) == out
+            except _Diverged:
+                same = False
+            if not same:
+                raise _GuardFailed
+
+
+class _RecordingBuilder:
+    """What the language front end sees as its builder: each call runs and, while recording, is taped."""
+
+    def __init__(self, inner: "BatchedBuilder") -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _PLAIN_ATTRS:
+            return getattr(self._inner._base, name)
+        fn = getattr(self._inner, name)
+        if not callable(fn):
+            return fn
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return _emit(fn, *args, **kwargs)
+
+        if name in _ELEMENTWISE or name in BatchedBuilder.__dict__:
+            self.__dict__[name] = call
+        return call
+
+
+def _extent(data: np.ndarray) -> tuple[int, int]:
+    base = data
+    while base.base is not None and isinstance(base.base, np.ndarray) and base.base.size < base.size:
+        base = base.base  # a broadcast: its source holds the same values, fewer times
+    if base.size == 0:
+        return 0, 0
+    return int(base.min()), int(base.max())
+
+
+def _check_overflow(lhs: Any, rhs: Any, op: str, lo: int, hi: int, msg: str) -> None:
+    (amin, amax), (bmin, bmax) = _extent(lhs.data), _extent(rhs.data)
+    if op == "add":
+        bounds = (amin + bmin, amax + bmax)
+    elif op == "sub":
+        bounds = (amin - bmax, amax - bmin)
+    else:
+        corners = (amin * bmin, amin * bmax, amax * bmin, amax * bmax)
+        bounds = (min(corners), max(corners))
+    if lo <= bounds[0] and bounds[1] <= hi:
+        return  # no pair of operands can leave the range
+    a, b = _align_raw([lhs.data, rhs.data])
+    with np.errstate(over="ignore"):
+        ret = _OVERFLOW_OPS[op](a.astype(np.int64), b.astype(np.int64))
+    if ret.size and (int(ret.max()) > hi or int(ret.min()) < lo):
+        raise AssertionError(msg)
+
+
+_OVERFLOW_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+
+
+def _semantic_class() -> type:
+    from triton.language.semantic import TritonSemantic
+
+    class BatchedSemantic(TritonSemantic):  # type: ignore[misc, valid-type]
+        """The interpreter's integer overflow check as one operation rather than a dozen."""
+
+        def binary_op_sanitize_overflow_impl(self, lhs: Any, rhs: Any, binary_op: Any) -> None:
+            if lhs.type.scalar.int_bitwidth >= 64 or not self.builder.options.sanitize_overflow:
+                return
+            name = getattr(binary_op, "__name__", "")
+            if name not in _OVERFLOW_OPS:
+                return super().binary_op_sanitize_overflow_impl(lhs, rhs, binary_op)
+            ty = lhs.type.scalar
+            _emit(_check_overflow, lhs.handle, rhs.handle, name, ty.get_int_min_value(), ty.get_int_max_value(),
+                  f"int{ty.int_bitwidth} overflow detected for operation {name}")
+
+    return BatchedSemantic
 
 
 class BatchedBuilder:
@@ -260,30 +539,46 @@ class BatchedBuilder:
         ip = _interp()
         dtype_tt = ptrs.get_element_ty()
         dtype_np = ip._get_np_dtype(dtype_tt)
-        p = ptrs.data
-        arrays = [p] + ([mask.data] if mask is not None else []) + ([other.data] if other is not None else [])
-        arrays = _align_raw(arrays)
+        arrays = _align_raw([ptrs.data] + ([mask.data] if mask is not None else [])
+                            + ([other.data] if other is not None else []))
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         p = np.broadcast_to(arrays[0], shape)
-        m = np.broadcast_to(arrays[1], shape) if mask is not None else np.ones(shape, dtype=bool)
-        if other is not None:
-            o = np.broadcast_to(arrays[-1], shape)
-        else:
-            o = np.zeros(shape, dtype=dtype_np)
+        m = np.broadcast_to(arrays[1], shape) if mask is not None else None
+        o = np.broadcast_to(arrays[-1], shape) if other is not None else None
+        run = self.run
+        found = run.memory.locate(p, m, dtype_np) if run is not None else None
+        if found is not None:
+            view, idx, _ = found
+            if m is not None and not m.all():
+                data = np.where(m, view.take(idx, mode="clip"), o if o is not None else np.zeros((), dtype_np))
+            else:
+                data = view.take(idx)
+            return self._handle(data, dtype_tt)
+        m = m if m is not None else np.ones(shape, dtype=bool)
+        o = o if o is not None else np.zeros(shape, dtype=dtype_np)
         return self._handle(ip._interpreter.load(p, m, o, dtype_np), dtype_tt)
 
     def create_masked_store(self, ptrs: Any, value: Any, mask: Any, cache_policy: Any) -> Any:
         ip = _interp()
-        arrays = [ptrs.data, value.data] + ([mask.data] if mask is not None else [])
-        arrays = _align_raw(arrays)
+        arrays = _align_raw([ptrs.data, value.data] + ([mask.data] if mask is not None else []))
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         p = np.broadcast_to(arrays[0], shape)
         v = np.broadcast_to(arrays[1], shape)
-        m = np.broadcast_to(arrays[2], shape) if mask is not None else np.ones(shape, dtype=bool)
+        m = np.broadcast_to(arrays[2], shape) if mask is not None else None
         run = self.run
+        found = run.memory.locate(p, m, v.dtype) if run is not None else None
+        if found is not None:
+            view, idx, _ = found
+            if m is not None and not m.all():
+                idx, v = idx[m], v[m]
+            old = view.take(idx)
+            run.undo.append(partial(_put, view, idx, old))
+            view[idx] = v
+            return None
+        m = m if m is not None else np.ones(shape, dtype=bool)
         if run is not None:
             old = ip._interpreter.load(p, m, np.zeros(shape, dtype=v.dtype), v.dtype)
-            run.undo.append((p, old, m))
+            run.undo.append(partial(ip._interpreter.store, p, old, m))
         return ip._interpreter.store(p, v, m)
 
     # -- what cannot be batched ---------------------------------------------------------------------
@@ -303,35 +598,77 @@ def _batch_broadcast(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _tl() -> Any:
-    import triton.language as tl
-
-    return tl
+    if not _MODULES:
+        _interp()
+    return _MODULES[1]
 
 
 # -- reductions and scans -----------------------------------------------------------------------------
+#
+# Each numeric step is a function of handles (so that it can be taped); the language tensors around
+# them are made here.
 
 
-def _to_tensor(data: Any, dtype: Any) -> Any:
-    """A language tensor from per-instance data (leading axis), as the interpreter types its results."""
-    ip = _interp()
+def _typed(h: Any, dtype: Any) -> Any:
     tl = _tl()
-    data = np.asarray(data).astype(ip._get_np_dtype(dtype))
-    ty = tl.block_type(dtype, list(data.shape[1:])) if data.ndim > 1 else dtype
-    return tl.core.tensor(ip.TensorHandle(data, dtype.scalar), ty)
+    data = h.data
+    return tl.core.tensor(h, tl.block_type(dtype, list(data.shape[1:])) if data.ndim > 1 else dtype)
 
 
-def _slice_tensor(data: np.ndarray, k: int, axis: int, dtype: Any) -> Any:
-    return _to_tensor(np.take(data, k, axis=axis), dtype)
+def _as_handle(data: Any, dtype: Any) -> Any:
+    ip = _interp()
+    return ip.TensorHandle(np.asarray(data).astype(ip._get_np_dtype(dtype)), dtype.scalar)
 
 
-def _combine(combine_fn: Any, acc: tuple[Any, ...], item: tuple[Any, ...]) -> tuple[Any, ...]:
-    ret = combine_fn.fn(*acc, *item)
-    return ret if isinstance(ret, tuple) else (ret,)
+def _prepared(h: Any, axis: int | None) -> tuple[np.ndarray, int]:
+    data = h.data
+    if data.ndim == 1:
+        data = data[:, None]
+    if axis is None:
+        return np.ascontiguousarray(data).reshape(data.shape[0], -1), 1
+    return data, axis + 1 if axis >= 0 else axis
 
 
-def _result_data(value: Any, like: np.ndarray) -> np.ndarray:
-    data = value.handle.data if hasattr(value, "handle") else np.asarray(value)
-    return np.asarray(data).astype(like.dtype, copy=False)
+def _finished(data: np.ndarray, axis: int | None, ax: int, keep_dims: bool, rank: int) -> np.ndarray:
+    if not keep_dims:
+        return data
+    if axis is None:
+        return data.reshape((data.shape[0],) + (1,) * rank)
+    return np.expand_dims(data, ax)
+
+
+def _reduce_fast(kind: str, h: Any, axis: int | None, keep_dims: bool, rank: int, dtype: Any) -> Any:
+    tl = _tl()
+    data, ax = _prepared(h, axis)
+    if kind == "sum":
+        return _as_handle(_finished(np.sum(data, axis=ax), axis, ax, keep_dims, rank), dtype)
+    if kind in ("max", "min"):
+        f = np.nanmax if kind == "max" else np.nanmin
+        return _as_handle(_finished(f(data, axis=ax), axis, ax, keep_dims, rank), dtype)
+    f, g = (np.nanmax, np.nanargmax) if kind == "argmax" else (np.nanmin, np.nanargmin)
+    return (_as_handle(_finished(f(data, axis=ax), axis, ax, keep_dims, rank), dtype),
+            _as_handle(_finished(g(data, axis=ax), axis, ax, keep_dims, rank), tl.int32))
+
+
+def _reduce_slice(h: Any, k: int, axis: int | None, dtype: Any) -> Any:
+    data, ax = _prepared(h, axis)
+    return _as_handle(np.take(data, k, axis=ax), dtype)
+
+
+def _reduce_result(h: Any, like: Any, axis: int | None, keep_dims: bool, rank: int, dtype: Any) -> Any:
+    _, ax = _prepared(like, axis)
+    return _as_handle(_finished(np.asarray(h.data).astype(like.data.dtype, copy=False), axis, ax, keep_dims, rank),
+                      dtype)
+
+
+def _cast_like(h: Any, like: Any, dtype: Any) -> Any:
+    return _as_handle(np.asarray(h.data).astype(like.data.dtype, copy=False), dtype)
+
+
+def _tensor_result(v: Any, like: Any, dtype: Any) -> Any:
+    if hasattr(v, "handle"):
+        return _typed(_emit(_cast_like, v.handle, like, dtype), dtype)
+    raise BatchedFallback("unsupported op: a combine function returning a Python value: exact interpreter")
 
 
 class _Reduce:
@@ -354,51 +691,63 @@ class _Reduce:
         ret = self._impl(input)
         return tuple(ret) if isinstance(ret, (list, tuple)) else (ret,)
 
-    def _prepare(self, input: tuple[Any, ...]) -> tuple[list[np.ndarray], int, int]:
-        rank = len(input[0].shape)
-        datas = []
-        for arg in input:
-            data = arg.handle.data
-            if data.ndim == 1:
-                data = data[:, None]
-            datas.append(data)
-        if self.axis is None:
-            return [np.ascontiguousarray(d).reshape(d.shape[0], -1) for d in datas], 1, rank
-        return datas, self.axis + 1 if self.axis >= 0 else self.axis, rank
-
-    def _finish(self, data: np.ndarray, axis: int, rank: int) -> np.ndarray:
-        if not self.keep_dims:
-            return data
-        if self.axis is None:
-            return data.reshape((data.shape[0],) + (1,) * rank)
-        return np.expand_dims(data, axis)
-
     def _impl(self, input: tuple[Any, ...]) -> Any:
         tl = _tl()
         std = tl.standard
         fn = self.combine_fn
-        datas, axis, rank = self._prepare(input)
+        rank = len(input[0].shape)
         dtype = input[0].dtype
+        kind = None
         if fn is std._argmin_combine_tie_break_left or fn is std._argmin_combine_tie_break_fast:
-            return (_to_tensor(self._finish(np.nanmin(datas[0], axis=axis), axis, rank), dtype),
-                    _to_tensor(self._finish(np.nanargmin(datas[0], axis=axis), axis, rank), tl.int32))
-        if fn is std._argmax_combine_tie_break_left or fn is std._argmax_combine_tie_break_fast:
-            return (_to_tensor(self._finish(np.nanmax(datas[0], axis=axis), axis, rank), dtype),
-                    _to_tensor(self._finish(np.nanargmax(datas[0], axis=axis), axis, rank), tl.int32))
-        if fn is std._elementwise_max:
-            return _to_tensor(self._finish(np.nanmax(datas[0], axis=axis), axis, rank), dtype)
-        if fn is std._elementwise_min:
-            return _to_tensor(self._finish(np.nanmin(datas[0], axis=axis), axis, rank), dtype)
-        if fn is std._sum_combine:
-            return _to_tensor(self._finish(np.sum(datas[0], axis=axis), axis, rank), dtype)
+            kind = "argmin"
+        elif fn is std._argmax_combine_tie_break_left or fn is std._argmax_combine_tie_break_fast:
+            kind = "argmax"
+        elif fn is std._elementwise_max:
+            kind = "max"
+        elif fn is std._elementwise_min:
+            kind = "min"
+        elif fn is std._sum_combine:
+            kind = "sum"
+        if kind is not None:
+            out = _emit(_reduce_fast, kind, input[0].handle, self.axis, self.keep_dims, rank, dtype)
+            if isinstance(out, tuple):
+                return _typed(out[0], dtype), _typed(out[1], tl.int32)
+            return _typed(out, dtype)
         # any other combine function: a left fold along the axis, as the interpreter folds it
         dtypes = [arg.dtype for arg in input]
-        acc = tuple(_slice_tensor(d, 0, axis, t) for d, t in zip(datas, dtypes))
-        for k in range(1, datas[0].shape[axis]):
-            item = tuple(_slice_tensor(d, k, axis, t) for d, t in zip(datas, dtypes))
-            acc = tuple(_to_tensor(_result_data(v, d), t)
-                        for v, d, t in zip(_combine(fn, acc, item), datas, dtypes))
-        return [_to_tensor(self._finish(a.handle.data, axis, rank), t) for a, t in zip(acc, dtypes)]
+        handles = [arg.handle for arg in input]
+        length = _prepared(handles[0], self.axis)[0].shape[1 if self.axis is None else self.axis + 1]
+        acc = tuple(_typed(_emit(_reduce_slice, h, 0, self.axis, t), t) for h, t in zip(handles, dtypes))
+        for k in range(1, length):
+            item = tuple(_typed(_emit(_reduce_slice, h, k, self.axis, t), t) for h, t in zip(handles, dtypes))
+            ret = fn.fn(*acc, *item)
+            ret = ret if isinstance(ret, tuple) else (ret,)
+            acc = tuple(_tensor_result(v, a.handle, t) for v, a, t in zip(ret, acc, dtypes))
+        return [_typed(_emit(_reduce_result, a.handle, h, self.axis, self.keep_dims, rank, t), t)
+                for a, h, t in zip(acc, handles, dtypes)]
+
+
+def _scan_fast(kind: str, h: Any, axis: int, reverse: bool, dtype: Any) -> Any:
+    data = h.data
+    if reverse:
+        data = np.flip(data, axis=axis)
+    out = np.cumsum(data, axis=axis) if kind == "sum" else np.cumprod(data, axis=axis)
+    if reverse:
+        out = np.flip(out, axis=axis)
+    return _as_handle(np.ascontiguousarray(out), dtype)
+
+
+def _scan_slice(h: Any, k: int, axis: int, reverse: bool, dtype: Any) -> Any:
+    data = h.data
+    n = data.shape[axis]
+    return _as_handle(np.take(data, n - 1 - k if reverse else k, axis=axis), dtype)
+
+
+def _scan_stack(axis: int, reverse: bool, dtype: Any, *hs: Any) -> Any:
+    datas = list(reversed([h.data for h in hs])) if reverse else [h.data for h in hs]
+    n = max(d.shape[0] for d in datas)
+    datas = [np.broadcast_to(d, (n,) + d.shape[1:]) for d in datas]
+    return _as_handle(np.stack(datas, axis=axis), dtype)
 
 
 class _Scan:
@@ -414,35 +763,29 @@ class _Scan:
             return self.apply((input,))[0]
         tl = _tl()
         axis = self.axis + 1 if self.axis >= 0 else self.axis
-        datas = [arg.handle.data for arg in input]
+        handles = [arg.handle for arg in input]
         dtypes = [arg.dtype for arg in input]
-        if self.reverse:
-            datas = [np.ascontiguousarray(np.flip(d, axis=axis)) for d in datas]
-        if self.combine_fn == tl.standard._sum_combine:
-            outs = [np.cumsum(datas[0], axis=axis)]
-        elif self.combine_fn == tl.standard._prod_combine:
-            outs = [np.cumprod(datas[0], axis=axis)]
-        else:
-            outs = [np.array(np.broadcast_to(d, d.shape)) for d in datas]
-            acc = tuple(_slice_tensor(d, 0, axis, t) for d, t in zip(datas, dtypes))
-            for k in range(1, datas[0].shape[axis]):
-                item = tuple(_slice_tensor(d, k, axis, t) for d, t in zip(datas, dtypes))
-                acc = tuple(_to_tensor(_result_data(v, d), t)
-                            for v, d, t in zip(_combine(self.combine_fn, acc, item), datas, dtypes))
-                for out, a in zip(outs, acc):
-                    index = [slice(None)] * out.ndim
-                    index[axis] = k
-                    out[tuple(index)] = a.handle.data
-        if self.reverse:
-            outs = [np.ascontiguousarray(np.flip(o, axis=axis)) for o in outs]
-        return tuple(_to_tensor(o, t) for o, t in zip(outs, dtypes))
+        if self.combine_fn == tl.standard._sum_combine or self.combine_fn == tl.standard._prod_combine:
+            kind = "sum" if self.combine_fn == tl.standard._sum_combine else "prod"
+            return (_typed(_emit(_scan_fast, kind, handles[0], axis, self.reverse, dtypes[0]), dtypes[0]),)
+        n = handles[0].data.shape[axis]
+        acc = tuple(_typed(_emit(_scan_slice, h, 0, axis, self.reverse, t), t) for h, t in zip(handles, dtypes))
+        steps = [acc]
+        for k in range(1, n):
+            item = tuple(_typed(_emit(_scan_slice, h, k, axis, self.reverse, t), t) for h, t in zip(handles, dtypes))
+            ret = self.combine_fn.fn(*acc, *item)
+            ret = ret if isinstance(ret, tuple) else (ret,)
+            acc = tuple(_tensor_result(v, a.handle, t) for v, a, t in zip(ret, acc, dtypes))
+            steps.append(acc)
+        return tuple(_typed(_emit(_scan_stack, axis, self.reverse, t, *(step[j].handle for step in steps)), t)
+                     for j, t in enumerate(dtypes))
 
 
 # -- decisions: where Python control flow reads a value ----------------------------------------------
 
 
-def _tensor_bool(self: Any) -> bool:
-    data = self.handle.data
+def _decide_bool(h: Any) -> bool:
+    data = h.data
     if data.ndim > 1:
         per = data.reshape(data.shape[0], -1)
         if per.shape[1] != 1:
@@ -454,20 +797,31 @@ def _tensor_bool(self: Any) -> bool:
     raise _Diverged(values, _where())
 
 
-def _tensor_index(self: Any) -> int:
-    data = self.handle.data
+def _decide_index(h: Any) -> int:
+    data = h.data
     values = data.reshape(data.shape[0], -1)[:, 0] if data.ndim > 1 else data
     if values.shape[0] == 1 or bool((values == values[0]).all()):
         return int(values[0])
     raise _Diverged(values, _where())
 
 
+def _tensor_bool(self: Any) -> bool:
+    return _guard(_decide_bool, self.handle)
+
+
+def _tensor_index(self: Any) -> int:
+    return _guard(_decide_index, self.handle)
+
+
+def _swap_last(h: Any) -> Any:
+    return _interp().TensorHandle(np.swapaxes(h.data, -1, -2), h.dtype)
+
+
 def _tensor_transpose(self: Any) -> Any:
     tl = _tl()
-    handle = _interp().TensorHandle(np.swapaxes(self.handle.data, -1, -2), self.handle.dtype)
     shape = list(self.type.shape)
     shape[-1], shape[-2] = shape[-2], shape[-1]
-    return tl.core.tensor(handle, tl.core.block_type(self.dtype, shape))
+    return tl.core.tensor(_emit(_swap_last, self.handle), tl.core.block_type(self.dtype, shape))
 
 
 def _where() -> str:
@@ -536,11 +890,38 @@ def _nested_call(self: Any, *args: Any, **kwargs: Any) -> Any:
     return _rewritten(self.fn)(*args, **kwargs)
 
 
-def _per_instance(value: Any) -> np.ndarray | int:
-    if hasattr(value, "handle"):
-        data = value.handle.data
-        return data.reshape(data.shape[0], -1)[:, 0] if data.ndim > 1 else data
-    return int(value)
+def _bound_values(h: Any) -> np.ndarray:
+    data = h.data
+    return data.reshape(data.shape[0], -1)[:, 0] if data.ndim > 1 else data
+
+
+def _uniform_or_none(h: Any) -> int | None:
+    values = _bound_values(h)
+    if values.shape[0] == 1 or bool((values == values[0]).all()):
+        return int(values[0])
+    return None
+
+
+def _trip_count(start: Any, end: Any, step: Any) -> int:
+    a, b, c = (np.asarray(_bound_values(v) if hasattr(v, "data") else v, dtype=np.int64) for v in (start, end, step))
+    if (c == 0).any():
+        raise ValueError("range() arg 3 must not be zero")
+    trips = np.where(c > 0, np.maximum(0, (b - a + c - 1) // np.where(c > 0, c, 1)),
+                     np.maximum(0, (a - b - c - 1) // np.where(c < 0, -c, 1)))
+    trips = np.atleast_1d(trips)
+    if not bool((trips == trips[0]).all()):
+        raise _Diverged(np.ascontiguousarray(trips), _where())
+    return int(trips[0])
+
+
+def _range_value(start: Any, step: Any, k: int) -> Any:
+    tl = _tl()
+    a = np.asarray(_bound_values(start) if hasattr(start, "data") else start, dtype=np.int64)
+    c = np.asarray(_bound_values(step) if hasattr(step, "data") else step, dtype=np.int64)
+    value = np.atleast_1d(a + k * c)
+    if value.min() >= -2**31 and value.max() < 2**31:
+        return _interp().TensorHandle(value.astype(np.int32), tl.int32)
+    return _interp().TensorHandle(value, tl.int64)
 
 
 def _batched_range(arg1: Any, arg2: Any = None, step: Any = None, **kwargs: Any) -> Any:
@@ -551,42 +932,64 @@ def _batched_range(arg1: Any, arg2: Any = None, step: Any = None, **kwargs: Any)
     """
     start, end = (0, arg1) if arg2 is None else (arg1, arg2)
     step = 1 if step is None else step
-    parts = [_per_instance(v) for v in (start, end, step)]
-    if all(isinstance(p, int) or (p.shape[0] == 1 or bool((p == p[0]).all())) for p in parts):
-        return range(*(p if isinstance(p, int) else int(p[0]) for p in parts))
-    a, b, c = (np.asarray(p, dtype=np.int64) for p in parts)
-    if (c == 0).any():
-        raise ValueError("range() arg 3 must not be zero")
-    trips = np.where(c > 0, np.maximum(0, (b - a + c - 1) // np.where(c > 0, c, 1)),
-                     np.maximum(0, (a - b - c - 1) // np.where(c < 0, -c, 1)))
-    trips = np.broadcast_to(trips, np.broadcast_shapes(a.shape, b.shape, c.shape))
-    if not bool((trips == trips[0]).all()):
-        raise _Diverged(np.ascontiguousarray(trips), _where())
-    return _RangeIter(a, c, int(trips[0]))
+    parts = [v.handle if hasattr(v, "handle") else int(v) for v in (start, end, step)]
+    uniform = [p if isinstance(p, int) else _uniform_or_none(p) for p in parts]
+    if all(u is not None for u in uniform):
+        for p in parts:
+            if not isinstance(p, int):
+                _guard(_decide_index, p)
+        return range(*uniform)  # type: ignore[arg-type]
+    trips = _emit_trips(*parts)
+    return _range_values(parts[0], parts[2], trips)
 
 
-class _RangeIter:
-    def __init__(self, start: np.ndarray, step: np.ndarray, trips: int) -> None:
-        self.start, self.step, self.trips = start, step, trips
+def _range_values(start: Any, step: Any, trips: int) -> Any:
+    for k in range(trips):
+        h = _emit(_range_value, start, step, k)
+        yield _typed(h, h.dtype)
 
-    def __iter__(self) -> Any:
+
+def _emit_trips(start: Any, end: Any, step: Any) -> int:
+    trips = _trip_count(start, end, step)
+    tape = _STATE.tape
+    if tape is not None and tape.broken is None:
+        handle_type = _interp().TensorHandle
+        try:
+            refs = [tape.ref(v, handle_type) for v in (start, end, step)]
+        except _Unrecorded:
+            tape.broken = "a loop bound made outside the recorded operations"
+            return trips
+        tape.ops.append((2, _trip_count, refs, {}, trips))
+    return trips
+
+
+_BUILTINS: dict[int, list[tuple[str, Any]]] = {}
+
+
+def _builtins(pkg: Any) -> list[tuple[str, Any]]:
+    """The language builtins of a module or class (listed once: inspecting them is slow)."""
+    found = _BUILTINS.get(id(pkg))
+    if found is None:
         tl = _tl()
-        ip = _interp()
-        for k in range(self.trips):
-            value = self.start + k * self.step
-            dtype = (np.int32, tl.int32) if value.min() >= -2**31 and value.max() < 2**31 else (np.int64, tl.int64)
-            yield tl.core.tensor(ip.TensorHandle(np.ascontiguousarray(value.astype(dtype[0])), dtype[1]), dtype[1])
+        found = _BUILTINS[id(pkg)] = [(n, m) for n, m in inspect.getmembers(pkg) if tl.core.is_builtin(m)]
+    return found
 
 
 def _patch_builtins(pkg: Any, semantic: Any, scope: Any) -> None:
-    tl = _tl()
-    for name, member in inspect.getmembers(pkg):
-        if tl.core.is_builtin(member):
-            def patched(*args: Any, _member: Any = member, **kwargs: Any) -> Any:
-                kwargs.pop("_semantic", None)
-                return _member(*args, **kwargs, _semantic=semantic)
+    for name, member in _builtins(pkg):
+        def patched(*args: Any, _member: Any = member, **kwargs: Any) -> Any:
+            kwargs.pop("_semantic", None)
+            return _member(*args, **kwargs, _semantic=semantic)
 
-            scope.set_attr(pkg, name, patched)
+        scope.set_attr(pkg, name, patched)
+
+
+def _reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False, **kw: Any) -> Any:
+    return _Reduce(axis, combine_fn, keep_dims).apply(input)
+
+
+def _scan(input: Any, axis: Any, combine_fn: Any, reverse: bool = False, **kw: Any) -> Any:
+    return _Scan(axis, combine_fn, reverse).apply(input)
 
 
 def _patch_language(fn: Callable[..., Any], semantic: Any, batched: bool) -> Any:
@@ -607,22 +1010,16 @@ def _patch_language(fn: Callable[..., Any], semantic: Any, batched: bool) -> Any
         _patch_builtins(tl.core.tensor_descriptor_base, semantic, scope)
         scope.set_attr(JITFunction, "__call__", _nested_call)
         if batched:
-            def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False, **kw: Any) -> Any:
-                return _Reduce(axis, combine_fn, keep_dims).apply(input)
-
-            def scan(input: Any, axis: Any, combine_fn: Any, reverse: bool = False, **kw: Any) -> Any:
-                return _Scan(axis, combine_fn, reverse).apply(input)
-
             for mod in (tl, tl.core):
-                scope.set_attr(mod, "reduce", reduce)
-                scope.set_attr(mod, "associative_scan", scan)
+                scope.set_attr(mod, "reduce", _reduce)
+                scope.set_attr(mod, "associative_scan", _scan)
+                scope.set_attr(mod, "range", _batched_range)
+                scope.set_attr(mod, "static_range", _batched_range)
             scope.set_attr(tl.core.tensor, "__bool__", _tensor_bool)
             scope.set_attr(tl.core.tensor, "__index__", _tensor_index)
             scope.set_attr(tl.core.tensor, "T", property(_tensor_transpose))
-            for mod in (tl, tl.core):
-                scope.set_attr(mod, "range", _batched_range)
-                scope.set_attr(mod, "static_range", _batched_range)
-            _GLOBALS.names = {"range": _batched_range}
+            # the rewritten body makes its constants through `interpreter_semantic`, loops through `range`
+            _GLOBALS.names = {"range": _batched_range, "interpreter_semantic": semantic}
         else:
             _GLOBALS.names = {}
     except BaseException:
@@ -634,17 +1031,25 @@ def _patch_language(fn: Callable[..., Any], semantic: Any, batched: bool) -> Any
 # -- arguments, grid ---------------------------------------------------------------------------------
 
 
-def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The kernel's arguments as the interpreter passes them: constexprs as given, the rest converted."""
-    from triton.runtime.jit import _normalize_ty
+_SIGNATURES: dict[Any, tuple[set[str], set[str]]] = {}
 
+
+def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """The kernel's arguments as the interpreter passes them: constexprs as given, the rest converted."""
     ip = _interp()
-    spec = inspect.getfullargspec(fn)
-    kwargs = {k: v for k, v in kwargs.items() if k in spec.args or k in spec.kwonlyargs}
-    annotations = {name: _normalize_ty(ty) for name, ty in inspect.get_annotations(fn).items()}
+    sig = _SIGNATURES.get(fn)
+    if sig is None:
+        from triton.runtime.jit import _normalize_ty
+
+        spec = inspect.getfullargspec(fn)
+        annotations = {name: _normalize_ty(ty) for name, ty in inspect.get_annotations(fn).items()}
+        sig = _SIGNATURES[fn] = (set(spec.args) | set(spec.kwonlyargs),
+                                 {n for n, t in annotations.items() if t == "constexpr"})
+    names, constexprs = sig
+    kwargs = {k: v for k, v in kwargs.items() if k in names}
     bound = inspect.getcallargs(fn, *args, **kwargs)
-    return {name: arg if annotations.get(name) == "constexpr" else ip._implicit_cvt(arg)
-            for name, arg in bound.items()}
+    return ({name: arg if name in constexprs else ip._implicit_cvt(arg) for name, arg in bound.items()},
+            constexprs)
 
 
 def _grid3(grid: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int, int]:
@@ -655,6 +1060,18 @@ def _grid3(grid: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
     if not 1 <= len(grid) <= 3:
         raise ValueError(f"grid {grid!r}: a launch grid has 1 to 3 dimensions; pass e.g. (n,) or (x, y)")
     return grid + (1,) * (3 - len(grid))  # type: ignore[return-value]
+
+
+def _tensors(values: list[Any]) -> list[Any]:
+    out = []
+    for v in values:
+        if isinstance(v, tuple):
+            out += _tensors(list(v))
+        elif hasattr(v, "base") and hasattr(v, "dtype") and hasattr(v.base, "untyped_storage"):
+            out.append(v.base)  # triton's TensorWrapper (a reinterpreted dtype)
+        elif hasattr(v, "untyped_storage"):
+            out.append(v)
+    return out
 
 
 def _raw_fn(fn: Any) -> Callable[..., Any]:
@@ -671,11 +1088,9 @@ def fallback_reason_cached(fn: Any) -> str | None:
     return _REASONS.get(_raw_fn(fn))
 
 
-def _undo(log: list[tuple[np.ndarray, np.ndarray, np.ndarray]], start: int = 0) -> None:
-    store = _interp()._interpreter.store
+def _undo(log: list[Callable[[], None]], start: int = 0) -> None:
     while len(log) > start:
-        p, old, m = log.pop()
-        store(p, old, m)
+        log.pop()()
 
 
 def run_batched(fn: Any, grid: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> str | None:
@@ -704,21 +1119,62 @@ def run_batched(fn: Any, grid: Any, args: tuple[Any, ...] = (), kwargs: dict[str
         return _run_all(raw, (gx, gy, gz), total, args, kwargs)
 
 
+class _Engine:
+    """The builder and front end of batched runs (made once: the language objects keep no launch state)."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self.builder = BatchedBuilder(base)
+        self.semantic = _semantic_class()(_RecordingBuilder(self.builder))
+
+
+_ENGINE: list[_Engine] = []
+# groups run through the language front end, and replayed from a tape (the tests read these)
+STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0}
+_UNTAPED: dict[Any, str] = {}
+# tapes by specialization: (function, argument kinds) -> tape
+_TAPES: dict[tuple[Any, ...], _Tape] = {}
+
+
+def _engine() -> _Engine:
+    base = _interp().interpreter_builder
+    if not _ENGINE or _ENGINE[0].base is not base:
+        _ENGINE[:] = [_Engine(base)]
+    return _ENGINE[0]
+
+
+def _arg_key(v: Any) -> Any:
+    tl = _tl()
+    if isinstance(v, tl.core.tensor):
+        return ("t", str(v.type))
+    if isinstance(v, tuple):
+        return ("tuple",) + tuple(_arg_key(x) for x in v)
+    try:
+        hash(v)
+    except TypeError:
+        return ("id", id(v))
+    return (type(v).__name__, v)
+
+
+def _first_group(total: int, bound: dict[str, Any], constexprs: set[str]) -> int:
+    sizes = sorted((v for k, v in bound.items() if k in constexprs and type(v) is int and v > 1), reverse=True)
+    per = max(1, sizes[0] * (sizes[1] if len(sizes) > 1 else 1)) if sizes else 1
+    return max(1, min(total, _GROUP_ELEMENTS // per))
+
+
 def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> str | None:
-    from triton.language.semantic import TritonSemantic
-
-    ip = _interp()
+    engine = _engine()
+    builder = engine.builder
     body = _rewritten(raw)
-    builder = BatchedBuilder(ip.interpreter_builder)
-    semantic = TritonSemantic(builder)
-    scope = _patch_language(raw, semantic, batched=True)
-    _GLOBALS.enter(raw)
-    log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    scope = None
+    log: list[Callable[[], None]] = []
     try:
-        bound = _bind(raw, args, kwargs)
+        bound, constexprs = _bind(raw, args, kwargs)
+        key = (raw,) + tuple((name, _arg_key(v)) for name, v in bound.items())
+        memory = _Memory(_tensors(list(args) + list(kwargs.values())))
         coords = np.stack(np.unravel_index(np.arange(total), grid), axis=1).astype(np.int32)
-        start, size, groups = 0, min(total, _FIRST_GROUP), 0
+        start, size = 0, _first_group(total, bound, constexprs)
         while start < total:
             groups = 0
             pending = [coords[start:start + size]]
@@ -726,9 +1182,30 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
             per_instance = 1
             while pending:
                 part = pending.pop(0)
-                run = _Run(_Group(part, grid), total, log)
+                run = _Run(_Group(part, grid), total, log, memory)
                 mark = len(log)
                 builder.run = run
+                tape = _TAPES.get(key)
+                if tape is not None:
+                    try:
+                        _replay(tape, bound)
+                        STATS["replayed_groups"] += 1
+                        per_instance = max(per_instance, run.max_elements)
+                        continue
+                    except (_GuardFailed, _Diverged):
+                        _undo(log, mark)
+                        run.max_elements = 1
+                tape = _Tape() if len(pending) == 0 and groups == 0 else None
+                if tape is not None:
+                    for name, v in bound.items():
+                        if hasattr(v, "handle"):
+                            tape.args[name] = tape.add(v.handle)
+                        elif isinstance(v, tuple):
+                            tape.broken = f"argument {name} is a tuple"
+                if scope is None:  # only a traced run executes the kernel's Python
+                    scope = _patch_language(raw, engine.semantic, batched=True)
+                    _GLOBALS.enter(raw)
+                _STATE.tape = tape
                 try:
                     body(**bound)
                 except _Diverged as d:
@@ -743,6 +1220,16 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                             f"trip counts: more than {_MAX_GROUPS} groups): exact interpreter") from None
                     pending = parts + pending
                     continue
+                finally:
+                    _STATE.tape = None
+                STATS["traced_groups"] += 1
+                if tape is not None:
+                    if tape.broken is None:
+                        tape.keep = []
+                        _TAPES[key] = tape
+                    else:
+                        STATS["untaped"] += 1
+                        _UNTAPED[raw] = tape.broken
                 per_instance = max(per_instance, run.max_elements)
             size = max(1, min(total, _GROUP_ELEMENTS // per_instance))
         return None
@@ -752,11 +1239,14 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
         return e.reason
     except Exception as e:  # the exact interpreter runs it and reports the kernel's own error
         _undo(log)
+        for k in [k for k in _TAPES if k[0] is raw]:
+            del _TAPES[k]
         return f"batched run failed ({type(e).__name__}: {e}): exact interpreter"
     finally:
         builder.run = None
-        _GLOBALS.restore()
-        scope.restore()
+        if scope is not None:
+            _GLOBALS.restore()
+            scope.restore()
 
 
 def run_interpreter(fn: Any, grid: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> None:

@@ -1,0 +1,386 @@
+"""Triton kernels on the host: the batched execution against the exact interpreter and the torch equivalent.
+
+Per kernel of the corpus, in one run: the torch operations that compute the same thing, Triton's exact
+interpreter (one program instance after another), and `cudashim.triton_route.batched` (all instances at
+once, the interpreter where it cannot). The outputs of the two Triton executions are compared bit for
+bit; the execution each launch got, and why, is recorded. Goal: median of batched / torch <= 10 over the
+corpus, no kernel slower than the interpreter.
+
+    python benchmarks/bench_triton_speed.py [--reps 5] [--only NAME,...]
+
+Results: benchmarks/results/triton_speed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "triton_route")]
+
+import torch  # noqa: E402
+
+from benchmarks._results import record  # noqa: E402
+
+
+@dataclass
+class Case:
+    name: str
+    source: str
+    setup: Callable[[], dict[str, Any]]
+    torch_fn: Callable[[dict[str, Any]], Any]
+    triton_fn: Callable[[dict[str, Any]], Any]
+
+
+# -- routing launches to one execution -----------------------------------------------------------------
+
+ROUTES: dict[str, list[str]] = {}
+
+
+@contextlib.contextmanager
+def execution(mode: str) -> Iterator[None]:
+    """Every `kernel[grid](...)` inside runs on the host through `mode` ("interpreter" or "batched").
+
+    Autotuned kernels take their first config (timing means nothing here).
+    """
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    from cudashim.triton_route.batched import run_batched, run_interpreter
+
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
+        if warmup:
+            return None
+        name = self.fn.__name__
+        if mode == "batched":
+            reason = run_batched(self, grid, args, kwargs)
+            ROUTES.setdefault(name, []).append(reason or "batched")
+            if reason is None:
+                return None
+        run_interpreter(self, grid, args, kwargs)
+        return None
+
+    def autotuned(self: Any, *args: Any, **kwargs: Any) -> Any:
+        config = self.configs[0]
+        if config.pre_hook:
+            config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **config.all_kwargs()})
+        return self.fn.run(*args, **kwargs, **config.all_kwargs())
+
+    saved = (JITFunction.run, Autotuner.run)
+    JITFunction.run, Autotuner.run = run, autotuned  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        JITFunction.run, Autotuner.run = saved  # type: ignore[method-assign]
+
+
+# -- the corpus -----------------------------------------------------------------------------------------
+
+
+def _g(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _tutorials() -> list[Case]:
+    import batched_kernels as K
+
+    def add_setup() -> dict[str, Any]:
+        n = 98432
+        return {"x": torch.randn(n, generator=_g(0)), "y": torch.randn(n, generator=_g(1)), "n": n}
+
+    def add_tr(s: dict[str, Any]) -> Any:
+        out = torch.empty_like(s["x"])
+        K.add_kernel[(triton_cdiv(s["n"], 1024),)](s["x"], s["y"], out, s["n"], BLOCK_SIZE=1024)
+        return out
+
+    def softmax_setup() -> dict[str, Any]:
+        return {"x": torch.randn(512, 781, generator=_g(2))}
+
+    def softmax_tr(s: dict[str, Any]) -> Any:
+        x = s["x"]
+        out = torch.empty_like(x)
+        K.softmax_kernel[(x.shape[0],)](out, x, x.stride(0), out.stride(0), x.shape[0], x.shape[1], BLOCK_SIZE=1024)
+        return out
+
+    def ln_setup() -> dict[str, Any]:
+        return {"x": torch.randn(256, 1024, generator=_g(3)), "w": torch.randn(1024, generator=_g(4)),
+                "b": torch.randn(1024, generator=_g(5))}
+
+    def ln_tr(s: dict[str, Any]) -> Any:
+        x = s["x"]
+        y = torch.empty_like(x)
+        mean, rstd = torch.empty(x.shape[0]), torch.empty(x.shape[0])
+        K.layer_norm_kernel[(x.shape[0],)](x, y, s["w"], s["b"], mean, rstd, x.stride(0), x.shape[1], 1e-5,
+                                           BLOCK_SIZE=1024)
+        return y, mean, rstd
+
+    def mm_setup() -> dict[str, Any]:
+        return {"a": torch.randn(256, 256, generator=_g(6)).half(), "b": torch.randn(256, 256, generator=_g(7)).half()}
+
+    def mm_tr(s: dict[str, Any]) -> Any:
+        a, b = s["a"], s["b"]
+        M, K_ = a.shape
+        N = b.shape[1]
+        c = torch.empty(M, N, dtype=torch.float16)
+        grid = (triton_cdiv(M, 64) * triton_cdiv(N, 64),)
+        K.matmul_kernel[grid](a, b, c, M, N, K_, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                              c.stride(1), BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8,
+                              ACTIVATION="leaky_relu")
+        return c
+
+    def mm_torch(s: dict[str, Any]) -> Any:
+        c = s["a"].float() @ s["b"].float()
+        return torch.nn.functional.leaky_relu(c, 0.01).half()
+
+    return [
+        Case("vector_add", "tutorial-style (tests/triton_route/batched_kernels.py)", add_setup,
+             lambda s: s["x"] + s["y"], add_tr),
+        Case("fused_softmax", "tutorial-style", softmax_setup, lambda s: torch.softmax(s["x"], -1), softmax_tr),
+        Case("layer_norm_fwd", "tutorial-style", ln_setup,
+             lambda s: torch.nn.functional.layer_norm(s["x"], (1024,), s["w"], s["b"], 1e-5), ln_tr),
+        Case("matmul_fp16_leaky_relu", "tutorial-style", mm_setup, mm_torch, mm_tr),
+    ]
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _nano_vllm() -> list[Case]:
+    if "flash_attn" not in sys.modules:  # nano-vllm imports it at module level; the store kernel needs none of it
+        stub = types.ModuleType("flash_attn")
+        stub.flash_attn_varlen_func = stub.flash_attn_with_kvcache = None  # type: ignore[attr-defined]
+        sys.modules["flash_attn"] = stub
+    from nanovllm.layers.attention import store_kvcache
+
+    def setup() -> dict[str, Any]:
+        n, heads, dim, blocks, block_size = 256, 8, 128, 256, 16
+        slots = blocks * block_size
+        return {"k": torch.randn(n, heads, dim, generator=_g(8)), "v": torch.randn(n, heads, dim, generator=_g(9)),
+                "kc": torch.zeros(blocks, block_size, heads, dim), "vc": torch.zeros(blocks, block_size, heads, dim),
+                "slots": torch.randperm(slots, generator=_g(10))[:n].to(torch.int32)}
+
+    def tr(s: dict[str, Any]) -> Any:
+        kc, vc = s["kc"].clone(), s["vc"].clone()
+        store_kvcache(s["k"], s["v"], kc, vc, s["slots"])
+        return kc, vc
+
+    def th(s: dict[str, Any]) -> Any:
+        kc, vc = s["kc"].clone(), s["vc"].clone()
+        kc.view(-1, *kc.shape[2:])[s["slots"].long()] = s["k"]
+        vc.view(-1, *vc.shape[2:])[s["slots"].long()] = s["v"]
+        return kc, vc
+
+    return [Case("nanovllm_store_kvcache", "nano-vllm-fork==20260210", setup, th, tr)]
+
+
+def _liger() -> list[Case]:
+    from liger_kernel.ops.cross_entropy import cross_entropy_forward
+    from liger_kernel.ops.rms_norm import rms_norm_forward
+    from liger_kernel.ops.rope import rope_forward
+    from liger_kernel.ops.swiglu import swiglu_forward
+
+    def swiglu_setup() -> dict[str, Any]:
+        return {"a": torch.randn(256, 1024, generator=_g(11)), "b": torch.randn(256, 1024, generator=_g(12))}
+
+    def rms_setup() -> dict[str, Any]:
+        return {"x": torch.randn(256, 1024, generator=_g(13)), "w": torch.randn(1024, generator=_g(14))}
+
+    def rms_torch(s: dict[str, Any]) -> Any:
+        x = s["x"]
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * s["w"]
+
+    def ce_setup() -> dict[str, Any]:
+        return {"x": torch.randn(128, 4096, generator=_g(15)), "t": torch.randint(0, 4096, (128,), generator=_g(16))}
+
+    def ce_tr(s: dict[str, Any]) -> Any:
+        x = s["x"].clone()
+        out = cross_entropy_forward(x, s["t"], None, -100, 0.0, 0.0, "mean", None, False)
+        return out[0], x
+
+    def ce_torch(s: dict[str, Any]) -> Any:
+        x = s["x"]
+        loss = torch.nn.functional.cross_entropy(x, s["t"])
+        grad = (torch.softmax(x, -1) - torch.nn.functional.one_hot(s["t"], x.shape[1])) / x.shape[0]
+        return loss, grad
+
+    def rope_setup() -> dict[str, Any]:
+        b, h, t, d = 1, 8, 256, 128
+        pos = torch.arange(t, dtype=torch.float32)[:, None] * (1e4 ** (-torch.arange(0, d, 2) / d))[None]
+        emb = torch.cat([pos, pos], -1)[None]
+        return {"q": torch.randn(b, h, t, d, generator=_g(17)), "k": torch.randn(b, h, t, d, generator=_g(18)),
+                "cos": emb.cos(), "sin": emb.sin()}
+
+    def rope_torch(s: dict[str, Any]) -> Any:
+        def rot(x: torch.Tensor) -> torch.Tensor:
+            x1, x2 = x.chunk(2, -1)
+            return torch.cat([-x2, x1], -1)
+
+        cos, sin = s["cos"][:, None], s["sin"][:, None]
+        return s["q"] * cos + rot(s["q"]) * sin, s["k"] * cos + rot(s["k"]) * sin
+
+    def rope_tr(s: dict[str, Any]) -> Any:
+        q, k, _, _ = rope_forward(s["q"].clone(), s["k"].clone(), s["cos"], s["sin"])
+        return q, k
+
+    return [
+        Case("liger_swiglu_fwd", "liger_kernel==0.8.5", swiglu_setup,
+             lambda s: torch.nn.functional.silu(s["a"]) * s["b"], lambda s: swiglu_forward(s["a"], s["b"])[2]),
+        Case("liger_rms_norm_fwd", "liger_kernel==0.8.5", rms_setup, rms_torch,
+             lambda s: rms_norm_forward(s["x"], s["w"], 1e-6, 0.0, "llama", None)[0]),
+        Case("liger_cross_entropy_fwd", "liger_kernel==0.8.5", ce_setup, ce_torch, ce_tr),
+        Case("liger_rope_fwd", "liger_kernel==0.8.5", rope_setup, rope_torch, rope_tr),
+    ]
+
+
+def _fla() -> list[Case]:
+    from fla.ops.common.chunk_h import chunk_fwd_h
+    from fla.ops.utils.cumsum import chunk_local_cumsum
+
+    def cs_setup() -> dict[str, Any]:
+        return {"g": torch.randn(2, 1024, 4, generator=_g(19))}
+
+    def cs_torch(s: dict[str, Any]) -> Any:
+        g = s["g"]
+        b, t, h = g.shape
+        return g.view(b, t // 64, 64, h).cumsum(2).view(b, t, h)
+
+    def h_setup() -> dict[str, Any]:
+        return {"k": torch.randn(1, 512, 2, 64, generator=_g(20)) * 0.1,
+                "v": torch.randn(1, 512, 2, 64, generator=_g(21)) * 0.1}
+
+    def h_torch(s: dict[str, Any]) -> Any:
+        k, v = s["k"], s["v"]
+        b, t, h, dk = k.shape
+        nt = t // 64
+        kc = k.view(b, nt, 64, h, dk).permute(0, 1, 3, 4, 2)  # b nt h dk c
+        vc = v.view(b, nt, 64, h, v.shape[-1]).permute(0, 1, 3, 2, 4)  # b nt h c dv
+        upd = kc @ vc
+        states = torch.cumsum(upd, 1) - upd  # the state before each chunk
+        return states
+
+    def h_tr(s: dict[str, Any]) -> Any:
+        out = chunk_fwd_h(s["k"], s["v"], chunk_size=64)
+        return out[0] if isinstance(out, tuple) else out
+
+    return [
+        Case("fla_chunk_local_cumsum", "flash-linear-attention==0.5.2", cs_setup, cs_torch,
+             lambda s: chunk_local_cumsum(s["g"], 64)),
+        Case("fla_chunk_fwd_h", "flash-linear-attention==0.5.2", h_setup, h_torch, h_tr),
+    ]
+
+
+def corpus() -> list[Case]:
+    cases: list[Case] = []
+    for part in (_tutorials, _nano_vllm, _liger, _fla):
+        cases += part()
+    return cases
+
+
+# -- measuring ----------------------------------------------------------------------------------------
+
+
+def _flat(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    return []
+
+
+def _equal(a: Any, b: Any) -> bool:
+    fa, fb = _flat(a), _flat(b)
+    return len(fa) == len(fb) and all(x.dtype == y.dtype and x.shape == y.shape and
+                                      torch.equal(x.view(-1).view(torch.uint8), y.view(-1).view(torch.uint8))
+                                      for x, y in zip((t.contiguous() for t in fa), (t.contiguous() for t in fb)))
+
+
+def _time(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:  # noqa: D103
+    out = fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def measure(case: Case, reps: int) -> dict[str, Any]:
+    s = case.setup()
+    row: dict[str, Any] = {"kernel": case.name, "source": case.source}
+    t_torch, _ = _time(lambda: case.torch_fn(s), max(reps, 20))
+    row["torch_s"] = t_torch
+    try:
+        with execution("interpreter"):
+            t_interp, out_interp = _time(lambda: case.triton_fn(s), max(1, reps // 3))
+    except Exception as e:  # noqa: BLE001 - the row says what failed
+        row["error"] = f"interpreter: {type(e).__name__}: {str(e)[:300]}"
+        return row
+    ROUTES.clear()
+    with execution("batched"):
+        t_batched, out_batched = _time(lambda: case.triton_fn(s), reps)
+    routes = sorted({r for rs in ROUTES.values() for r in rs})
+    row.update({
+        "interpreter_s": t_interp, "batched_s": t_batched,
+        "interpreter_over_torch": t_interp / t_torch, "batched_over_torch": t_batched / t_torch,
+        "batched_over_interpreter": t_batched / t_interp,
+        "equal_to_interpreter": _equal(out_interp, out_batched),
+        "execution": {k: sorted(set(v)) for k, v in ROUTES.items()},
+    })
+    row["route"] = "batched" if routes == ["batched"] else "; ".join(routes)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--only", default="", help="comma-separated kernel names")
+    ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads (the interpreter and the batched execution use one core)")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    rows = []
+    for case in corpus():
+        if a.only and case.name not in a.only.split(","):
+            continue
+        row = measure(case, a.reps)
+        rows.append(row)
+        if "error" in row:
+            print(f"{case.name:28s} ERROR {row['error']}", flush=True)
+        else:
+            print(f"{case.name:28s} torch {row['torch_s'] * 1e3:9.3f} ms  interp {row['interpreter_s'] * 1e3:9.1f} ms "
+                  f"({row['interpreter_over_torch']:8.0f}x)  batched {row['batched_s'] * 1e3:8.2f} ms "
+                  f"({row['batched_over_torch']:7.1f}x)  equal={row['equal_to_interpreter']}  {row['route']}",
+                  flush=True)
+    ok = [r for r in rows if "error" not in r]
+    median = statistics.median(r["batched_over_torch"] for r in ok) if ok else None
+    median_interp = statistics.median(r["interpreter_over_torch"] for r in ok) if ok else None
+    figures = {
+        "kernels": len(rows), "measured": len(ok),
+        "median_batched_over_torch": median, "median_interpreter_over_torch": median_interp,
+        "worst_batched_over_interpreter": max((r["batched_over_interpreter"] for r in ok), default=None),
+        "all_equal_to_interpreter": all(r["equal_to_interpreter"] for r in ok),
+    }
+    print(f"median batched/torch {median}  median interpreter/torch {median_interp}  "
+          f"worst batched/interpreter {figures['worst_batched_over_interpreter']}")
+    if not a.no_record:
+        cols = ["kernel", "source", "torch_s", "interpreter_s", "batched_s", "interpreter_over_torch",
+                "batched_over_torch", "batched_over_interpreter", "equal_to_interpreter", "route", "error"]
+        path = record("triton_speed", figures, goal="median batched/torch <= 10; no kernel slower than the "
+                      "interpreter; every output equal to the interpreter's",
+                      table={"columns": cols, "rows": [[r.get(c) for c in cols] for r in rows]})
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
