@@ -32,6 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _bf16
+
 __all__ = ["run_batched", "run_interpreter", "BatchedFallback", "fallback_reason_cached"]
 
 # Elements of one value, summed over the instances of a group: the group size adapts to keep values
@@ -165,6 +167,7 @@ class _Run:
     undo: list[Callable[[], None]] = field(default_factory=list)
     memory: _Memory | None = None
     max_elements: int = 1
+    irreversible: bool = False
 
 
 # Builder methods that act element by element on their operands' data: the interpreter's own
@@ -187,6 +190,7 @@ create_fcmpUNE create_and create_xor create_or create_int_to_ptr create_ptr_to_i
 create_umulhi ternary_op create_clampf create_select create_fma unary_op create_fabs create_cos create_exp
 create_exp2 create_iabs create_floor create_ceil create_log create_log2 create_precise_sqrt create_sqrt create_sin
 create_erf create_rsqrt create_addptr create_split create_barrier create_assert create_assume
+create_extern_elementwise
 """.split())
 
 # Operations that order instances against each other: only a launch of one instance may run them here.
@@ -195,6 +199,11 @@ _ATOMICS = frozenset("create_atomic_cas create_atomic_rmw create_atomic_load cre
 
 # Attributes the language front end reads from a builder without calling it.
 _PLAIN_ATTRS = frozenset("options codegen_fns arch".split())
+
+
+def _elementwise(base: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+    # looked up at each call: the route patches the interpreter's builder for a launch (bf16, libdevice)
+    return getattr(base, name)(*_align(list(args)), **kwargs)
 
 
 def _align(handles: list[Any]) -> list[Any]:
@@ -229,6 +238,26 @@ class _Slot:
         self.i = i
 
 
+class _Seq:
+    """A list or tuple of operands, some of them taped values."""
+
+    __slots__ = ("items", "kind")
+
+    def __init__(self, items: list[Any], kind: type) -> None:
+        self.items, self.kind = items, kind
+
+    def resolve(self, slots: list[Any]) -> Any:
+        return self.kind(_resolve(x, slots) for x in self.items)
+
+
+def _resolve(a: Any, slots: list[Any]) -> Any:
+    if a.__class__ is _Slot:
+        return slots[a.i]
+    if a.__class__ is _Seq:
+        return a.resolve(slots)
+    return a
+
+
 class _GuardFailed(Exception):
     pass
 
@@ -260,7 +289,7 @@ class _Tape:
                 raise _Unrecorded
             return _Slot(i)
         if isinstance(v, (list, tuple)) and any(isinstance(x, handle_type) for x in v):
-            raise _Unrecorded
+            return _Seq([self.ref(x, handle_type) for x in v], type(v))
         return v
 
     def record(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
@@ -273,8 +302,8 @@ class _Tape:
         except _Unrecorded:
             self.broken = f"{getattr(fn, '__name__', fn)} used a value made outside the recorded operations"
             return
-        if not has_out and not any(isinstance(r, _Slot) for r in refs) and \
-                not any(isinstance(r, _Slot) for r in krefs.values()):
+        if not has_out and not any(isinstance(r, (_Slot, _Seq)) for r in refs) and \
+                not any(isinstance(r, (_Slot, _Seq)) for r in krefs.values()):
             return
         if isinstance(out, handle_type):
             outs: Any = self.add(out)
@@ -321,10 +350,11 @@ def _replay(tape: _Tape, bound: dict[str, Any]) -> None:
     for name, i in tape.args.items():
         slots[i] = bound[name].handle
     for kind, fn, refs, krefs, out in tape.ops:
-        args = [slots[a.i] if a.__class__ is _Slot else a for a in refs]
+        args = [slots[a.i] if a.__class__ is _Slot else (a.resolve(slots) if a.__class__ is _Seq else a)
+                for a in refs]
         if kind == 0:
             if krefs:
-                r = fn(*args, **{k: (slots[v.i] if v.__class__ is _Slot else v) for k, v in krefs.items()})
+                r = fn(*args, **{k: _resolve(v, slots) for k, v in krefs.items()})
             else:
                 r = fn(*args)
             if out is None:
@@ -428,16 +458,13 @@ class BatchedBuilder:
         if name in _PLAIN_ATTRS:
             return getattr(self._base, name)
         if name in _ELEMENTWISE:
-            method = getattr(self._base, name)
-
-            def elementwise(*args: Any, **kwargs: Any) -> Any:
-                return method(*_align(list(args)), **kwargs)
-
-            return elementwise
+            return partial(_elementwise, self._base, name)
         if name in _ATOMICS:
             run = self.run
             if run is not None and run.launch_instances > 1:
                 raise BatchedFallback("atomics across instances: exact interpreter")
+            if run is not None:
+                run.irreversible = True
             return getattr(self._base, name)
         if name.startswith("__"):
             raise AttributeError(name)
@@ -514,7 +541,10 @@ class BatchedBuilder:
         ip = _interp()
         tl = _tl()
         a_data, b_data = a.data, b.data
-        if (a.dtype.primitive_bitwidth == 8 and a.dtype.is_floating()) or \
+        if _bf16.is_bf16(a.dtype) or _bf16.is_bf16(b.dtype):  # as the route's interpreter multiplies bf16
+            a_data = _bf16.to_f32(a_data) if _bf16.is_bf16(a.dtype) else a_data
+            b_data = _bf16.to_f32(b_data) if _bf16.is_bf16(b.dtype) else b_data
+        elif (a.dtype.primitive_bitwidth == 8 and a.dtype.is_floating()) or \
                 (b.dtype.primitive_bitwidth == 8 and b.dtype.is_floating()):
             a_data = ip._convert_float(a_data, a.dtype, tl.float16, None).view(np.float16)
             b_data = ip._convert_float(b_data, b.dtype, tl.float16, None).view(np.float16)
@@ -640,13 +670,18 @@ def _finished(data: np.ndarray, axis: int | None, ax: int, keep_dims: bool, rank
 def _reduce_fast(kind: str, h: Any, axis: int | None, keep_dims: bool, rank: int, dtype: Any) -> Any:
     tl = _tl()
     data, ax = _prepared(h, axis)
+    bf16 = _bf16.is_bf16(dtype)
+    if bf16:  # in fp32, rounded back, as the route's interpreter reduces bf16
+        data = _bf16.to_f32(data)
+    back = _bf16.from_f32 if bf16 else (lambda x: x)
     if kind == "sum":
-        return _as_handle(_finished(np.sum(data, axis=ax), axis, ax, keep_dims, rank), dtype)
+        out = np.sum(data, axis=ax, dtype=np.float32) if bf16 else np.sum(data, axis=ax)
+        return _as_handle(_finished(back(out), axis, ax, keep_dims, rank), dtype)
     if kind in ("max", "min"):
         f = np.nanmax if kind == "max" else np.nanmin
-        return _as_handle(_finished(f(data, axis=ax), axis, ax, keep_dims, rank), dtype)
+        return _as_handle(_finished(back(f(data, axis=ax)), axis, ax, keep_dims, rank), dtype)
     f, g = (np.nanmax, np.nanargmax) if kind == "argmax" else (np.nanmin, np.nanargmin)
-    return (_as_handle(_finished(f(data, axis=ax), axis, ax, keep_dims, rank), dtype),
+    return (_as_handle(_finished(back(f(data, axis=ax)), axis, ax, keep_dims, rank), dtype),
             _as_handle(_finished(g(data, axis=ax), axis, ax, keep_dims, rank), tl.int32))
 
 
@@ -846,12 +881,26 @@ def _where() -> str:
 
 
 def _rewritten(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The interpreter's rewrite of a kernel's body (cached by the interpreter)."""
+    """The interpreter's rewrite of a kernel's body (cached by the interpreter).
+
+    The rewrite copies the interpreter's globals into the kernel's module once: they must be the
+    interpreter's own then, not a batched run's stand-ins.
+    """
     ip = _interp()
     cache = ip.InterpretedFunction.rewritten_fn
     if fn not in cache:
-        cache[fn] = ip.FunctionRewriter(fn).rewrite_ast()
+        current = ip.interpreter_semantic
+        ip.interpreter_semantic = _ORIGINAL_SEMANTIC[0] if _ORIGINAL_SEMANTIC else current
+        try:
+            cache[fn] = ip.FunctionRewriter(fn).rewrite_ast()
+        finally:
+            ip.interpreter_semantic = current
     return cache[fn]
+
+
+_ORIGINAL_SEMANTIC: list[Any] = []
+# called with each nested @triton.jit function a traced run enters (the route patches its libdevice names)
+_NESTED_HOOKS: list[Callable[[Callable[..., Any]], None]] = []
 
 
 class _Globals:
@@ -886,8 +935,11 @@ _GLOBALS = _Globals()
 
 
 def _nested_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+    body = _rewritten(self.fn)
     _GLOBALS.enter(self.fn)
-    return _rewritten(self.fn)(*args, **kwargs)
+    for hook in _NESTED_HOOKS:
+        hook(self.fn)
+    return body(*args, **kwargs)
 
 
 def _bound_values(h: Any) -> np.ndarray:
@@ -1109,10 +1161,8 @@ def run_batched(fn: Any, grid: Any, args: tuple[Any, ...] = (), kwargs: dict[str
     total = gx * gy * gz
     if total == 0:
         return None
-    if total == 1:
-        return "one program instance: exact interpreter"
     src = getattr(fn, "src", None) or ""
-    if "atomic_" in src:
+    if total > 1 and "atomic_" in src:
         _REASONS[raw] = reason = "atomics across instances: exact interpreter"
         return reason
     with _LOCK:
@@ -1137,6 +1187,8 @@ _TAPES: dict[tuple[Any, ...], _Tape] = {}
 
 
 def _engine() -> _Engine:
+    if not _ORIGINAL_SEMANTIC:
+        _ORIGINAL_SEMANTIC.append(_interp().interpreter_semantic)
     base = _interp().interpreter_builder
     if not _ENGINE or _ENGINE[0].base is not base:
         _ENGINE[:] = [_Engine(base)]
@@ -1238,6 +1290,8 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
         _REASONS[raw] = e.reason
         return e.reason
     except Exception as e:  # the exact interpreter runs it and reports the kernel's own error
+        if any(run_ is not None and run_.irreversible for run_ in [builder.run]):
+            raise  # an atomic of the one instance took effect: running it again would repeat it
         _undo(log)
         for k in [k for k in _TAPES if k[0] is raw]:
             del _TAPES[k]
@@ -1266,3 +1320,31 @@ def run_interpreter(fn: Any, grid: Any, args: tuple[Any, ...] = (), kwargs: dict
             ip.GridExecutor(_rewritten(raw), arg_names, grid3)(*args, **kwargs)
         finally:
             scope.restore()
+
+
+def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int]) -> str | None:
+    """The Triton route's executor (launch.add_executor): a launch batched, with the route's
+    interpreter fixes (float scalars, libdevice, bf16 in fp32 rounded to nearest even) in force, so
+    that the result is the route's exact interpreter's. None when it ran; else why not."""
+    from . import libdevice
+    from .interpreter import _close_gaps, _kernel_name, _Scope
+
+    ip = _interp()
+    name = _kernel_name(kernel)
+    raw = _raw_fn(kernel)
+    reason = _REASONS.get(raw)
+    if reason is not None:
+        return reason
+    engine = _engine()
+    _rewritten(raw)
+    scope = _Scope()
+    try:
+        _close_gaps(scope, name)
+        libdevice.patch(scope, raw.__globals__, lambda: name)
+        # libdevice calls reach the builder through the interpreter's module-level semantic
+        scope.set(ip, "interpreter_semantic", engine.semantic)
+        _NESTED_HOOKS.append(lambda fn: libdevice.patch(scope, fn.__globals__, lambda: name))
+        return run_batched(kernel, grid, (), bound)
+    finally:
+        _NESTED_HOOKS.clear()
+        scope.restore()
