@@ -364,13 +364,8 @@ def _replay(tape: _Tape, bound: dict[str, Any]) -> None:
             else:
                 for i, h in zip(out, r):
                     slots[i] = h
-        else:
-            try:
-                same = fn(*args) == out
-            except _Diverged:
-                same = False
-            if not same:
-                raise _GuardFailed
+        elif fn(*args) != out:  # a decision the instances disagree on raises _Diverged
+            raise _GuardFailed
 
 
 class _RecordingBuilder:
@@ -1182,8 +1177,9 @@ _ENGINE: list[_Engine] = []
 # groups run through the language front end, and replayed from a tape (the tests read these)
 STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0}
 _UNTAPED: dict[Any, str] = {}
-# tapes by specialization: (function, argument kinds) -> tape
-_TAPES: dict[tuple[Any, ...], _Tape] = {}
+# tapes by specialization: (function, argument kinds) -> one tape per path taken through the kernel
+_TAPES: dict[tuple[Any, ...], list[_Tape]] = {}
+_MAX_TAPES = 8
 
 
 def _engine() -> _Engine:
@@ -1206,6 +1202,20 @@ def _arg_key(v: Any) -> Any:
     except TypeError:
         return ("id", id(v))
     return (type(v).__name__, v)
+
+
+def _split(part: np.ndarray, d: _Diverged, groups: int, pending: list[np.ndarray]) -> int:
+    """Split a group by the decision its instances disagreed on; the parts go first in `pending`."""
+    keys = d.keys
+    _, first = np.unique(keys, return_index=True)
+    parts = [part[keys == keys[i]] for i in sorted(first)]
+    groups += len(parts) - 1
+    if groups >= _MAX_GROUPS:
+        raise BatchedFallback(
+            f"divergent control flow at {d.where} (instances take different branches or loop "
+            f"trip counts: more than {_MAX_GROUPS} groups): exact interpreter")
+    pending[:0] = parts
+    return groups
 
 
 def _first_group(total: int, bound: dict[str, Any], constexprs: set[str]) -> int:
@@ -1237,17 +1247,28 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                 run = _Run(_Group(part, grid), total, log, memory)
                 mark = len(log)
                 builder.run = run
-                tape = _TAPES.get(key)
-                if tape is not None:
+                tapes = _TAPES.setdefault(key, [])
+                outcome = None
+                for tape in tapes:
                     try:
                         _replay(tape, bound)
-                        STATS["replayed_groups"] += 1
-                        per_instance = max(per_instance, run.max_elements)
-                        continue
-                    except (_GuardFailed, _Diverged):
+                        outcome = "replayed"
+                        break
+                    except _GuardFailed:  # another path through the kernel: the next tape, or a trace
                         _undo(log, mark)
                         run.max_elements = 1
-                tape = _Tape() if len(pending) == 0 and groups == 0 else None
+                    except _Diverged as d:
+                        _undo(log, mark)
+                        groups = _split(part, d, groups, pending)
+                        outcome = "split"
+                        break
+                if outcome == "replayed":
+                    STATS["replayed_groups"] += 1
+                    per_instance = max(per_instance, run.max_elements)
+                    continue
+                if outcome == "split":
+                    continue
+                tape = _Tape() if len(tapes) < _MAX_TAPES else None
                 if tape is not None:
                     for name, v in bound.items():
                         if hasattr(v, "handle"):
@@ -1262,15 +1283,7 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                     body(**bound)
                 except _Diverged as d:
                     _undo(log, mark)
-                    keys = d.keys
-                    _, first = np.unique(keys, return_index=True)
-                    parts = [part[keys == keys[i]] for i in sorted(first)]
-                    groups += len(parts) - 1
-                    if groups >= _MAX_GROUPS:
-                        raise BatchedFallback(
-                            f"divergent control flow at {d.where} (instances take different branches or loop "
-                            f"trip counts: more than {_MAX_GROUPS} groups): exact interpreter") from None
-                    pending = parts + pending
+                    groups = _split(part, d, groups, pending)
                     continue
                 finally:
                     _STATE.tape = None
@@ -1278,7 +1291,7 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                 if tape is not None:
                     if tape.broken is None:
                         tape.keep = []
-                        _TAPES[key] = tape
+                        tapes.append(tape)
                     else:
                         STATS["untaped"] += 1
                         _UNTAPED[raw] = tape.broken

@@ -155,3 +155,33 @@ def test_one_instance_runs_batched() -> None:
     out = torch.zeros(16)
     assert run_batched(K.add_kernel, (1,), (x, x, out, 16), {"BLOCK_SIZE": 16}) is None
     assert torch.equal(out, x + x)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_replayed_launch_equals_interpreter(name: str) -> None:
+    """A second launch of the same specialization replays the first one's tape, on new data."""
+    from cudashim.triton_route import batched
+
+    fn, grid, args, constexprs = CASES[name]()
+    assert run_batched(fn, grid, tuple(_clone(args)), constexprs) is None  # traced (or replayed) once
+    before = dict(batched.STATS)
+    fresh = [a.clone().normal_(generator=_gen(99)) if isinstance(a, torch.Tensor) and a.is_floating_point() and
+             a.count_nonzero() else (a.clone() if isinstance(a, torch.Tensor) else a) for a in args]
+    exact, replayed, reason = _both(fn, grid, fresh, **constexprs)
+    assert reason is None, reason
+    _same(exact, replayed)
+    assert batched.STATS["replayed_groups"] > before["replayed_groups"], batched._UNTAPED.get(fn.fn)
+
+
+def test_replay_checks_decisions() -> None:
+    """A tape recorded where every slot is valid is not replayed where one is -1: the decision differs."""
+    from cudashim.triton_route import batched
+
+    src = torch.randn(8, 16, generator=_gen(50))
+    slots = torch.tensor([3, 4, 0, 5, 6, 1, 2, 7])
+    assert run_batched(K.early_exit_kernel, (8,), (slots, src, torch.zeros(8, 16)), {"D": 16}) is None
+    slots2 = torch.tensor([3, -1, 0, 5, -1, 1, 2, -1])
+    exact, batched_out, reason = _both(K.early_exit_kernel, (8,), [slots2, src, torch.zeros(8, 16)], D=16)
+    assert reason is None
+    _same(exact, batched_out)
+    assert batched_out[2][4].count_nonzero() == 0 and batched_out[2][3].count_nonzero() == 16
