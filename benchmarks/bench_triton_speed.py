@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
+import subprocess
 import sys
 import time
 import types
@@ -42,44 +43,35 @@ class Case:
 
 # -- routing launches to one execution -----------------------------------------------------------------
 
-ROUTES: dict[str, list[str]] = {}
+DEV = "cuda"  # the emulated device: the script runs under `cudashim run --platform cpu`
 
 
 @contextlib.contextmanager
 def execution(mode: str) -> Iterator[None]:
-    """Every `kernel[grid](...)` inside runs on the host through `mode` ("interpreter" or "batched").
+    """Every `kernel[grid](...)` inside goes through the Triton route with only the given execution:
+    "interpreter" (the route's exact interpreter: Triton's, in place) or "batched" (tried first)."""
+    from cudashim.triton_route import batched, launch
 
-    Autotuned kernels take their first config (timing means nothing here).
-    """
-    from triton.runtime.autotuner import Autotuner
-    from triton.runtime.jit import JITFunction
-
-    from cudashim.triton_route.batched import run_batched, run_interpreter
-
-    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
-        if warmup:
-            return None
-        name = self.fn.__name__
-        if mode == "batched":
-            reason = run_batched(self, grid, args, kwargs)
-            ROUTES.setdefault(name, []).append(reason or "batched")
-            if reason is None:
-                return None
-        run_interpreter(self, grid, args, kwargs)
-        return None
-
-    def autotuned(self: Any, *args: Any, **kwargs: Any) -> Any:
-        config = self.configs[0]
-        if config.pre_hook:
-            config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **config.all_kwargs()})
-        return self.fn.run(*args, **kwargs, **config.all_kwargs())
-
-    saved = (JITFunction.run, Autotuner.run)
-    JITFunction.run, Autotuner.run = run, autotuned  # type: ignore[method-assign]
+    saved = list(launch._executors)
+    launch._executors.clear()
+    if mode == "batched":
+        launch.add_executor("batched", batched.execute)
     try:
         yield
     finally:
-        JITFunction.run, Autotuner.run = saved  # type: ignore[method-assign]
+        launch._executors[:] = saved
+
+
+def paths() -> dict[str, dict[str, int]]:
+    from cudashim.triton_route import launch
+
+    return {s["kernel"].rpartition(":")[2]: dict(s["paths"]) for s in launch.stats()}
+
+
+def reset_paths() -> None:
+    from cudashim.triton_route import launch
+
+    launch.reset()
 
 
 # -- the corpus -----------------------------------------------------------------------------------------
@@ -94,7 +86,7 @@ def _tutorials() -> list[Case]:
 
     def add_setup() -> dict[str, Any]:
         n = 98432
-        return {"x": torch.randn(n, generator=_g(0)), "y": torch.randn(n, generator=_g(1)), "n": n}
+        return {"x": torch.randn(n, generator=_g(0)).to(DEV), "y": torch.randn(n, generator=_g(1)).to(DEV), "n": n}
 
     def add_tr(s: dict[str, Any]) -> Any:
         out = torch.empty_like(s["x"])
@@ -102,7 +94,7 @@ def _tutorials() -> list[Case]:
         return out
 
     def softmax_setup() -> dict[str, Any]:
-        return {"x": torch.randn(512, 781, generator=_g(2))}
+        return {"x": torch.randn(512, 781, generator=_g(2)).to(DEV)}
 
     def softmax_tr(s: dict[str, Any]) -> Any:
         x = s["x"]
@@ -111,25 +103,26 @@ def _tutorials() -> list[Case]:
         return out
 
     def ln_setup() -> dict[str, Any]:
-        return {"x": torch.randn(256, 1024, generator=_g(3)), "w": torch.randn(1024, generator=_g(4)),
-                "b": torch.randn(1024, generator=_g(5))}
+        return {"x": torch.randn(256, 1024, generator=_g(3)).to(DEV), "w": torch.randn(1024, generator=_g(4)).to(DEV),
+                "b": torch.randn(1024, generator=_g(5)).to(DEV)}
 
     def ln_tr(s: dict[str, Any]) -> Any:
         x = s["x"]
         y = torch.empty_like(x)
-        mean, rstd = torch.empty(x.shape[0]), torch.empty(x.shape[0])
+        mean, rstd = torch.empty(x.shape[0], device=DEV), torch.empty(x.shape[0], device=DEV)
         K.layer_norm_kernel[(x.shape[0],)](x, y, s["w"], s["b"], mean, rstd, x.stride(0), x.shape[1], 1e-5,
                                            BLOCK_SIZE=1024)
         return y, mean, rstd
 
     def mm_setup() -> dict[str, Any]:
-        return {"a": torch.randn(256, 256, generator=_g(6)).half(), "b": torch.randn(256, 256, generator=_g(7)).half()}
+        return {"a": torch.randn(256, 256, generator=_g(6)).half().to(DEV),
+                "b": torch.randn(256, 256, generator=_g(7)).half().to(DEV)}
 
     def mm_tr(s: dict[str, Any]) -> Any:
         a, b = s["a"], s["b"]
         M, K_ = a.shape
         N = b.shape[1]
-        c = torch.empty(M, N, dtype=torch.float16)
+        c = torch.empty(M, N, dtype=torch.float16, device=DEV)
         grid = (triton_cdiv(M, 64) * triton_cdiv(N, 64),)
         K.matmul_kernel[grid](a, b, c, M, N, K_, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
                               c.stride(1), BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8,
@@ -164,17 +157,19 @@ def _nano_vllm() -> list[Case]:
     def setup() -> dict[str, Any]:
         n, heads, dim, blocks, block_size = 256, 8, 128, 256, 16
         slots = blocks * block_size
-        return {"k": torch.randn(n, heads, dim, generator=_g(8)), "v": torch.randn(n, heads, dim, generator=_g(9)),
-                "kc": torch.zeros(blocks, block_size, heads, dim), "vc": torch.zeros(blocks, block_size, heads, dim),
-                "slots": torch.randperm(slots, generator=_g(10))[:n].to(torch.int32)}
+        return {"k": torch.randn(n, heads, dim, generator=_g(8)).to(DEV),
+                "v": torch.randn(n, heads, dim, generator=_g(9)).to(DEV),
+                "kc": torch.zeros(blocks, block_size, heads, dim, device=DEV),
+                "vc": torch.zeros(blocks, block_size, heads, dim, device=DEV),
+                "slots": torch.randperm(slots, generator=_g(10))[:n].to(torch.int32).to(DEV)}
 
-    def tr(s: dict[str, Any]) -> Any:
-        kc, vc = s["kc"].clone(), s["vc"].clone()
+    def tr(s: dict[str, Any]) -> Any:  # in place, as in a decode step (storing the same rows again)
+        kc, vc = s["kc"], s["vc"]
         store_kvcache(s["k"], s["v"], kc, vc, s["slots"])
         return kc, vc
 
     def th(s: dict[str, Any]) -> Any:
-        kc, vc = s["kc"].clone(), s["vc"].clone()
+        kc, vc = s["kc"], s["vc"]
         kc.view(-1, *kc.shape[2:])[s["slots"].long()] = s["k"]
         vc.view(-1, *vc.shape[2:])[s["slots"].long()] = s["v"]
         return kc, vc
@@ -189,17 +184,18 @@ def _liger() -> list[Case]:
     from liger_kernel.ops.swiglu import swiglu_forward
 
     def swiglu_setup() -> dict[str, Any]:
-        return {"a": torch.randn(256, 1024, generator=_g(11)), "b": torch.randn(256, 1024, generator=_g(12))}
+        return {"a": torch.randn(256, 1024, generator=_g(11)).to(DEV), "b": torch.randn(256, 1024, generator=_g(12)).to(DEV)}
 
     def rms_setup() -> dict[str, Any]:
-        return {"x": torch.randn(256, 1024, generator=_g(13)), "w": torch.randn(1024, generator=_g(14))}
+        return {"x": torch.randn(256, 1024, generator=_g(13)).to(DEV), "w": torch.randn(1024, generator=_g(14)).to(DEV)}
 
     def rms_torch(s: dict[str, Any]) -> Any:
         x = s["x"]
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * s["w"]
 
     def ce_setup() -> dict[str, Any]:
-        return {"x": torch.randn(128, 4096, generator=_g(15)), "t": torch.randint(0, 4096, (128,), generator=_g(16))}
+        return {"x": torch.randn(128, 4096, generator=_g(15)).to(DEV),
+                "t": torch.randint(0, 4096, (128,), generator=_g(16)).to(DEV)}
 
     def ce_tr(s: dict[str, Any]) -> Any:
         x = s["x"].clone()
@@ -216,8 +212,8 @@ def _liger() -> list[Case]:
         b, h, t, d = 1, 8, 256, 128
         pos = torch.arange(t, dtype=torch.float32)[:, None] * (1e4 ** (-torch.arange(0, d, 2) / d))[None]
         emb = torch.cat([pos, pos], -1)[None]
-        return {"q": torch.randn(b, h, t, d, generator=_g(17)), "k": torch.randn(b, h, t, d, generator=_g(18)),
-                "cos": emb.cos(), "sin": emb.sin()}
+        return {"q": torch.randn(b, h, t, d, generator=_g(17)).to(DEV), "k": torch.randn(b, h, t, d, generator=_g(18)).to(DEV),
+                "cos": emb.cos().to(DEV), "sin": emb.sin().to(DEV)}
 
     def rope_torch(s: dict[str, Any]) -> Any:
         def rot(x: torch.Tensor) -> torch.Tensor:
@@ -246,7 +242,7 @@ def _fla() -> list[Case]:
     from fla.ops.utils.cumsum import chunk_local_cumsum
 
     def cs_setup() -> dict[str, Any]:
-        return {"g": torch.randn(2, 1024, 4, generator=_g(19))}
+        return {"g": torch.randn(2, 1024, 4, generator=_g(19)).to(DEV)}
 
     def cs_torch(s: dict[str, Any]) -> Any:
         g = s["g"]
@@ -254,8 +250,8 @@ def _fla() -> list[Case]:
         return g.view(b, t // 64, 64, h).cumsum(2).view(b, t, h)
 
     def h_setup() -> dict[str, Any]:
-        return {"k": torch.randn(1, 512, 2, 64, generator=_g(20)) * 0.1,
-                "v": torch.randn(1, 512, 2, 64, generator=_g(21)) * 0.1}
+        return {"k": (torch.randn(1, 512, 2, 64, generator=_g(20)) * 0.1).to(DEV),
+                "v": (torch.randn(1, 512, 2, 64, generator=_g(21)) * 0.1).to(DEV)}
 
     def h_torch(s: dict[str, Any]) -> Any:
         k, v = s["k"], s["v"]
@@ -324,22 +320,28 @@ def measure(case: Case, reps: int) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - the row says what failed
         row["error"] = f"interpreter: {type(e).__name__}: {str(e)[:300]}"
         return row
-    ROUTES.clear()
+    reset_paths()
     with execution("batched"):
         t_batched, out_batched = _time(lambda: case.triton_fn(s), reps)
-    routes = sorted({r for rs in ROUTES.values() for r in rs})
+    execs = paths()
+    routes = sorted({p for ps in execs.values() for p in ps})
     row.update({
         "interpreter_s": t_interp, "batched_s": t_batched,
         "interpreter_over_torch": t_interp / t_torch, "batched_over_torch": t_batched / t_torch,
         "batched_over_interpreter": t_batched / t_interp,
         "equal_to_interpreter": _equal(out_interp, out_batched),
-        "execution": {k: sorted(set(v)) for k, v in ROUTES.items()},
+        "execution": execs,
     })
-    row["route"] = "batched" if routes == ["batched"] else "; ".join(routes)
+    row["route"] = "; ".join(routes)
     return row
 
 
 def main() -> None:
+    from cudashim import triton_route
+
+    if triton_route.installed() != "cpu":  # the Triton route exists under the shim: run there
+        raise SystemExit(subprocess.call([sys.executable, "-m", "cudashim", "run", "--platform", "cpu",
+                                          str(Path(__file__).resolve()), *sys.argv[1:]]))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", default="", help="comma-separated kernel names")

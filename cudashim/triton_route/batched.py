@@ -39,8 +39,8 @@ __all__ = ["run_batched", "run_interpreter", "BatchedFallback", "fallback_reason
 # Elements of one value, summed over the instances of a group: the group size adapts to keep values
 # about this large, so a launch of many programs does not build one enormous array.
 _GROUP_ELEMENTS = 1 << 22
-# Instances in the first group of a launch, before the kernel's block sizes are known.
-_FIRST_GROUP = 64
+# At most this many instances in the first group of a launch, before the kernel's block sizes are known.
+_FIRST_GROUP_MAX = 1024
 # A launch whose instances split into more groups than this goes to the exact interpreter: past it the
 # repeated prefix work of each group costs more than the batching saves.
 _MAX_GROUPS = 16
@@ -113,8 +113,8 @@ class _Memory:
             view = self._views[key] = np.frombuffer(raw, dtype=dtype)
         return view
 
-    def locate(self, p: np.ndarray, m: np.ndarray | None,
-               dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    def locate(self, p: np.ndarray, m: np.ndarray | None, dtype: np.dtype,
+               aligned: bool = False) -> tuple[np.ndarray, np.ndarray, bool] | None:
         """(typed view, element indices, whether every index is in bounds) for pointer block `p` under mask
         `m`, or None. Masked-off lanes may hold any index: they must be clipped and discarded."""
         if not self.starts or p.size == 0:
@@ -136,9 +136,10 @@ class _Memory:
             return None
         off = p - np.uint64(start)
         if size > 1:
-            if np.bitwise_and(off, np.uint64(size - 1), where=m if m is not None else True,
-                              out=np.zeros(off.shape, np.uint64)).any():
-                return None
+            if not aligned:
+                low = np.bitwise_and(off, np.uint64(size - 1))
+                if (low.any() if m is None else np.logical_and(low, m).any()):
+                    return None
             off >>= np.uint64(size.bit_length() - 1)
         view = self._view(i, dtype)
         if off.size and int(np.max(off, where=m if m is not None else True, initial=0)) >= view.shape[0]:
@@ -189,7 +190,7 @@ create_fcmpOEQ create_fcmpONE create_fcmpULT create_fcmpUGT create_fcmpULE creat
 create_fcmpUNE create_and create_xor create_or create_int_to_ptr create_ptr_to_int create_idiv create_ashr
 create_umulhi ternary_op create_clampf create_select create_fma unary_op create_fabs create_cos create_exp
 create_exp2 create_iabs create_floor create_ceil create_log create_log2 create_precise_sqrt create_sqrt create_sin
-create_erf create_rsqrt create_addptr create_split create_barrier create_assert create_assume
+create_erf create_rsqrt create_split create_barrier create_assert create_assume
 create_extern_elementwise
 """.split())
 
@@ -199,6 +200,16 @@ _ATOMICS = frozenset("create_atomic_cas create_atomic_rmw create_atomic_load cre
 
 # Attributes the language front end reads from a builder without calling it.
 _PLAIN_ATTRS = frozenset("options codegen_fns arch".split())
+
+
+# a pointer value whose every address is an argument's pointer plus a whole number of elements
+_ALIGNED = "cudashim_aligned"
+
+
+def _keep_aligned(src: Any, out: Any) -> Any:
+    if _ALIGNED in src.attr:
+        out.attr[_ALIGNED] = True
+    return out
 
 
 def _elementwise(base: Any, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -492,6 +503,14 @@ class BatchedBuilder:
     def create_make_range(self, ret_ty: Any, start: int, stop: int) -> Any:
         return self._handle(np.arange(start, stop, dtype=np.int32)[None], _tl().int32)
 
+    # -- pointers -----------------------------------------------------------------------------------
+
+    def create_addptr(self, ptr: Any, offset: Any) -> Any:
+        out = _elementwise(self._base, "create_addptr", ptr, offset)
+        if _ALIGNED in ptr.attr and offset.data.dtype.kind in "iu":
+            out.attr[_ALIGNED] = True
+        return out
+
     # -- shapes -------------------------------------------------------------------------------------
 
     def create_splat(self, ret_ty: Any, arg: Any) -> Any:
@@ -500,7 +519,7 @@ class BatchedBuilder:
         data = arg.data
         n = data.shape[0]
         scalar = data.reshape(n, -1)[:, :1].reshape((n,) + (1,) * len(shape))
-        return self._handle(np.broadcast_to(scalar.astype(np_dtype, copy=False), (n,) + shape), arg.dtype.scalar)
+        return _keep_aligned(arg, self._handle(np.broadcast_to(scalar.astype(np_dtype, copy=False), (n,) + shape), arg.dtype.scalar))
 
     def create_unsplat(self, arg: Any) -> Any:
         data = arg.data
@@ -508,17 +527,17 @@ class BatchedBuilder:
 
     def create_broadcast(self, arg: Any, shape: list[int]) -> Any:
         data = arg.data
-        return self._handle(np.broadcast_to(data, (data.shape[0],) + tuple(shape)), arg.dtype.scalar)
+        return _keep_aligned(arg, self._handle(np.broadcast_to(data, (data.shape[0],) + tuple(shape)), arg.dtype.scalar))
 
     def create_expand_dims(self, arg: Any, axis: int) -> Any:
-        return self._handle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar)
+        return _keep_aligned(arg, self._handle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar))
 
     def create_reshape(self, arg: Any, shape: list[int], allow_reorder: bool) -> Any:
         data = arg.data
-        return self._handle(data.reshape((data.shape[0],) + tuple(shape)), arg.dtype.scalar)
+        return _keep_aligned(arg, self._handle(data.reshape((data.shape[0],) + tuple(shape)), arg.dtype.scalar))
 
     def create_trans(self, arg: Any, perm: list[int]) -> Any:
-        return self._handle(np.transpose(arg.data, (0,) + tuple(p + 1 for p in perm)), arg.dtype.scalar)
+        return _keep_aligned(arg, self._handle(np.transpose(arg.data, (0,) + tuple(p + 1 for p in perm)), arg.dtype.scalar))
 
     def create_cat(self, lhs: Any, rhs: Any) -> Any:
         a, b = _batch_broadcast(lhs.data, rhs.data)
@@ -571,7 +590,7 @@ class BatchedBuilder:
         m = np.broadcast_to(arrays[1], shape) if mask is not None else None
         o = np.broadcast_to(arrays[-1], shape) if other is not None else None
         run = self.run
-        found = run.memory.locate(p, m, dtype_np) if run is not None else None
+        found = run.memory.locate(p, m, dtype_np, _ALIGNED in ptrs.attr) if run is not None else None
         if found is not None:
             view, idx, _ = found
             if m is not None and not m.all():
@@ -591,7 +610,7 @@ class BatchedBuilder:
         v = np.broadcast_to(arrays[1], shape)
         m = np.broadcast_to(arrays[2], shape) if mask is not None else None
         run = self.run
-        found = run.memory.locate(p, m, v.dtype) if run is not None else None
+        found = run.memory.locate(p, m, v.dtype, _ALIGNED in ptrs.attr) if run is not None else None
         if found is not None:
             view, idx, _ = found
             if m is not None and not m.all():
@@ -1095,8 +1114,14 @@ def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any])
     names, constexprs = sig
     kwargs = {k: v for k, v in kwargs.items() if k in names}
     bound = inspect.getcallargs(fn, *args, **kwargs)
-    return ({name: arg if name in constexprs else ip._implicit_cvt(arg) for name, arg in bound.items()},
-            constexprs)
+    out = {name: arg if name in constexprs else ip._implicit_cvt(arg) for name, arg in bound.items()}
+    for name, v in out.items():
+        ty = getattr(v, "type", None)
+        if isinstance(ty, _tl().pointer_type) and hasattr(v, "handle"):
+            size = max(1, ty.element_ty.primitive_bitwidth // 8)
+            if int(v.handle.data[0]) % size == 0:
+                v.handle.attr[_ALIGNED] = True
+    return out, constexprs
 
 
 def _grid3(grid: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int, int]:
@@ -1219,9 +1244,10 @@ def _split(part: np.ndarray, d: _Diverged, groups: int, pending: list[np.ndarray
 
 
 def _first_group(total: int, bound: dict[str, Any], constexprs: set[str]) -> int:
-    sizes = sorted((v for k, v in bound.items() if k in constexprs and type(v) is int and v > 1), reverse=True)
-    per = max(1, sizes[0] * (sizes[1] if len(sizes) > 1 else 1)) if sizes else 1
-    return max(1, min(total, _GROUP_ELEMENTS // per))
+    """Instances in a launch's first group, before its block sizes are measured: the largest integer
+    constexpr stands for a block's size."""
+    sizes = [v for k, v in bound.items() if k in constexprs and type(v) is int and v > 1]
+    return max(1, min(total, _FIRST_GROUP_MAX, _GROUP_ELEMENTS // max(sizes, default=1)))
 
 
 def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, args: tuple[Any, ...],
