@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import statistics
 import subprocess
 import sys
@@ -336,7 +337,94 @@ def measure(case: Case, reps: int) -> dict[str, Any]:
     return row
 
 
+EXAMPLE = REPO / "examples" / "nano_vllm"
+
+
+def _nano_vllm_config(tmp: Path) -> Path:
+    """The example's patch map without its cpu KV-store line: nano-vllm's own Triton kernel runs."""
+    text = (EXAMPLE / "cudashim.toml").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith('"nanovllm.layers.attention:store_kvcache"')]
+    out = tmp / "triton.toml"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def nano_vllm(rounds: int, model: str | None, max_tokens: int) -> dict[str, Any]:
+    """nano-vllm on the tiny model, tokens/s with the patch map's KV store against its own Triton kernel:
+    runs alternate (the side going first swapped every round), the medians compared."""
+    import json
+    import os
+    import tempfile
+
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")])))
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        if model is None:
+            model = str(tmp / "ckpt")
+            subprocess.run([sys.executable, str(EXAMPLE / "build_checkpoint.py"), model], check=True, capture_output=True)
+        configs = {"patch_map": EXAMPLE / "cudashim.toml", "triton": _nano_vllm_config(tmp)}
+        tps: dict[str, list[float]] = {k: [] for k in configs}
+        tokens: dict[str, Any] = {}
+        report: dict[str, Any] = {}
+        for r in range(rounds):
+            order = list(configs) if r % 2 == 0 else list(reversed(configs))
+            for side in order:
+                out, rep = tmp / f"{side}.json", tmp / f"{side}-report.json"
+                cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--config", str(configs[side]),
+                       "--report", str(rep), str(EXAMPLE / "run.py"), model, "--max-tokens", str(max_tokens),
+                       "--json", str(out)]
+                p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+                if p.returncode != 0:
+                    raise SystemExit(f"nano-vllm ({side}) failed:\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+                res = json.loads(out.read_text())
+                tps[side].append(res["tokens_per_s"])
+                tokens[side] = res["token_ids"]
+                if side == "triton" and rep.exists():
+                    report = json.loads(rep.read_text())
+                print(f"round {r} {side:9s} {res['tokens_per_s']:8.1f} tokens/s", flush=True)
+    med = {k: statistics.median(v) for k, v in tps.items()}
+    kernels = _find_triton_section(report)
+    return {"tokens_per_s": tps, "median_tokens_per_s": med,
+            "patch_map_over_triton": med["patch_map"] / med["triton"],
+            "same_tokens": tokens.get("patch_map") == tokens.get("triton"), "triton_kernels": kernels}
+
+
+def _find_triton_section(report: Any) -> Any:
+    if isinstance(report, dict):
+        for k, v in report.items():
+            if k == "triton_kernels":
+                return v
+            found = _find_triton_section(v)
+            if found is not None:
+                return found
+    elif isinstance(report, list):
+        for v in report:
+            found = _find_triton_section(v)
+            if found is not None:
+                return found
+    return None
+
+
 def main() -> None:
+    if "--nano-vllm" in sys.argv:
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--nano-vllm", type=int, metavar="ROUNDS", required=True)
+        ap.add_argument("--model", default=None)
+        ap.add_argument("--max-tokens", type=int, default=32)
+        ap.add_argument("--no-record", action="store_true")
+        a = ap.parse_args()
+        res = nano_vllm(a.nano_vllm, a.model, a.max_tokens)
+        print(json.dumps({k: v for k, v in res.items() if k != "triton_kernels"}, indent=1))
+        print("triton kernels:", json.dumps(res["triton_kernels"], indent=1)[:3000])
+        if not a.no_record:
+            print(record("triton_speed_nano_vllm", {"patch_map_over_triton": res["patch_map_over_triton"],
+                                                    "median_tokens_per_s": res["median_tokens_per_s"],
+                                                    "same_tokens": res["same_tokens"]},
+                         goal="patch-map tokens/s / Triton-kernel tokens/s <= 1.5 (same run, alternating)",
+                         note=json.dumps({"tokens_per_s": res["tokens_per_s"],
+                                          "triton_kernels": res["triton_kernels"]})))
+        return
     from cudashim import triton_route
 
     if triton_route.installed() != "cpu":  # the Triton route exists under the shim: run there
