@@ -901,15 +901,28 @@ def _rewritten(fn: Callable[..., Any]) -> Callable[..., Any]:
     interpreter's own then, not a batched run's stand-ins.
     """
     ip = _interp()
-    cache = ip.InterpretedFunction.rewritten_fn
+    cache = _REWRITTEN
     if fn not in cache:
         current = ip.interpreter_semantic
         ip.interpreter_semantic = _ORIGINAL_SEMANTIC[0] if _ORIGINAL_SEMANTIC else current
         try:
-            cache[fn] = ip.FunctionRewriter(fn).rewrite_ast()
+            # the route's rewrite (a loop's index is a tensor, as compiled), so both executions agree
+            from .interpreter import _interpreted_fn
+
+            cache[fn] = _interpreted_fn(_Jit(fn)).rewrite()
         finally:
             ip.interpreter_semantic = current
     return cache[fn]
+
+
+class _Jit:
+    """What the route's rewrite reads of a JITFunction."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+
+_REWRITTEN: dict[Any, Callable[..., Any]] = {}
 
 
 _ORIGINAL_SEMANTIC: list[Any] = []

@@ -182,3 +182,15 @@ def grid2d_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
     mask = cols < n_cols
     x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
     tl.store(out_ptr + row * n_cols + cols, x * tl.num_programs(1) + row, mask=mask)
+
+
+@triton.jit
+def bf16_kernel(x_ptr, y_ptr, stats_ptr, scale, BLOCK: tl.constexpr):
+    """bf16 arithmetic and reductions (computed in fp32, rounded to nearest even) and a float scalar."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = x * x + x
+    tl.store(y_ptr + offs, (y.to(tl.float32) * scale).to(tl.bfloat16))
+    tl.store(stats_ptr + pid * 2, tl.max(x, axis=0))
+    tl.store(stats_ptr + pid * 2 + 1, tl.sum(x, axis=0))

@@ -1,9 +1,10 @@
 """The batched execution of Triton launches gives the exact interpreter's results, or says why it cannot.
 
-Each kernel runs twice on equal inputs: through Triton's own interpreter (GridExecutor, one program
-instance after another) and through `run_batched`; every output must be equal bit for bit. The fallback
-tests show that a launch the batched execution refuses leaves memory untouched and names its reason,
-and that the exact interpreter then computes the right result.
+Each kernel runs twice on equal inputs: through the route's exact interpreter (Triton's GridExecutor,
+one program instance after another, with the route's fixes: float scalars, bf16 in fp32 rounded to
+nearest even) and through the batched executor; every output must be equal bit for bit. The fallback
+tests go through the route's seam: the launch's path names the reason, memory is left untouched by
+the refused attempt, and the exact interpreter's result is the right one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,32 @@ import batched_kernels as K
 import pytest
 import torch
 
+from cudashim.triton_route import batched, interpreter, launch
 from cudashim.triton_route.batched import fallback_reason_cached, run_batched, run_interpreter
+
+
+@pytest.fixture(autouse=True)
+def _nested_jit_calls() -> Any:
+    """Outside `cudashim run` the route is not installed: bind its nested-call entry for these tests."""
+    import cudashim.triton_route as route
+    from triton.runtime.jit import JITFunction
+
+    original = JITFunction.__dict__["__call__"]
+    JITFunction.__call__ = route._call(original)  # type: ignore[method-assign]
+    yield
+    JITFunction.__call__ = original  # type: ignore[method-assign]
+
+
+def _bound(fn: Any, args: list[Any], constexprs: dict[str, Any]) -> dict[str, Any]:
+    import inspect
+
+    b = inspect.signature(fn.fn).bind(*args, **constexprs)
+    b.apply_defaults()
+    return dict(b.arguments)
+
+
+def _grid3(grid: tuple[int, ...]) -> tuple[int, int, int]:
+    return tuple(grid) + (1,) * (3 - len(grid))  # type: ignore[return-value]
 
 
 def _clone(args: list[Any]) -> list[Any]:
@@ -29,12 +55,12 @@ def _same(a: list[Any], b: list[Any]) -> None:
                                y.view(torch.uint8) if y.dtype == torch.bfloat16 else y), (x, y)
 
 
-def _both(fn: Any, grid: Any, args: list[Any], **constexprs: Any) -> tuple[list[Any], str | None]:
+def _both(fn: Any, grid: Any, args: list[Any], **constexprs: Any) -> tuple[list[Any], list[Any], str | None]:
     exact = _clone(args)
-    run_interpreter(fn, grid, tuple(exact), constexprs)
-    batched = _clone(args)
-    reason = run_batched(fn, grid, tuple(batched), constexprs)
-    return exact, batched, reason  # type: ignore[return-value]
+    interpreter.execute(fn, (), _bound(fn, exact, constexprs), _grid3(grid), None)
+    fast = _clone(args)
+    reason = batched.execute(fn, _bound(fn, fast, constexprs), _grid3(grid))
+    return exact, fast, reason
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -74,6 +100,9 @@ CASES: dict[str, Callable[[], tuple[Any, Any, list[Any], dict[str, Any]]]] = {
     "grid_2d": lambda: (K.grid2d_kernel, (5, 3), [torch.randn(5, 40, generator=_gen(13)), torch.zeros(5, 40), 40],
                         {"BLOCK": 16}),
     # a loaded value decides an early return: the instances are split into two groups
+    "bf16_float_scalar": lambda: (K.bf16_kernel, (6,), [torch.randn(6 * 64, generator=_gen(15)).bfloat16(),
+                                                        torch.zeros(6 * 64).bfloat16(),
+                                                        torch.zeros(12).bfloat16(), 0.37], {"BLOCK": 64}),
     "early_exit_split": lambda: (K.early_exit_kernel, (8,), [torch.tensor([3, -1, 0, 5, -1, 1, 2, -1]),
                                                              torch.randn(8, 16, generator=_gen(14)),
                                                              torch.zeros(8, 16)], {"D": 16}),
@@ -107,31 +136,47 @@ def test_bad_grid_is_named() -> None:
                     {"BLOCK_SIZE": 4})
 
 
-# -- one test per fallback reason: the batched execution refuses, leaves memory as it was, the exact
-#    interpreter computes the result
+# -- one test per fallback reason, through the route's seam: the batched executor declines (its reason is
+#    the launch's path), leaves memory as it was, the exact interpreter computes the result
 
 
-def test_fallback_atomics_across_instances() -> None:
+@pytest.fixture()
+def seam() -> Any:
+    saved = list(launch._executors)
+    launch._executors[:] = [("batched", batched.execute)]
+    launch.reset()
+    yield launch
+    launch._executors[:] = saved
+
+
+def _via_seam(fn: Any, grid: tuple[int, ...], args: list[Any], constexprs: dict[str, Any]) -> str:
+    return launch.execute(fn, _bound(fn, args, constexprs), _grid3(grid), None)
+
+
+def test_fallback_atomics_across_instances(seam: Any) -> None:
     x = torch.randn(6, 32, generator=_gen(30))
     out = torch.zeros(1)
-    reason = run_batched(K.atomic_sum_kernel, (6,), (x, out), {"BLOCK": 32})
-    assert reason is not None and reason.startswith("atomics across instances"), reason
+    assert batched.execute(K.atomic_sum_kernel, _bound(K.atomic_sum_kernel, [x, out], {"BLOCK": 32}), (6, 1, 1)) \
+        == "atomics across instances: exact interpreter"
     assert out.item() == 0.0
-    assert fallback_reason_cached(K.atomic_sum_kernel) == reason
-    run_interpreter(K.atomic_sum_kernel, (6,), (x, out), {"BLOCK": 32})
+    assert fallback_reason_cached(K.atomic_sum_kernel) == "atomics across instances: exact interpreter"
+    path = _via_seam(K.atomic_sum_kernel, (6,), [x, out], {"BLOCK": 32})
+    assert path == "interpreter|batched: atomics across instances: exact interpreter"
     expected = torch.zeros(1)
     for row in x:  # the interpreter adds the instances' sums in program order
         expected += torch.tensor(row.numpy().sum(dtype="float32"))
     assert torch.equal(out, expected)
 
 
-def test_fallback_divergent_loop_trip_counts() -> None:
+def test_fallback_divergent_loop_trip_counts(seam: Any) -> None:
     out = torch.zeros(40, 16)
-    reason = run_batched(K.divergent_loop_kernel, (40,), (out,), {"BLOCK": 16})
+    reason = batched.execute(K.divergent_loop_kernel, _bound(K.divergent_loop_kernel, [out], {"BLOCK": 16}),
+                             (40, 1, 1))
     assert reason is not None and reason.startswith("divergent control flow at batched_kernels.py:"), reason
     # the groups that ran before the split limit was reached were undone
     assert torch.count_nonzero(out) == 0
-    run_interpreter(K.divergent_loop_kernel, (40,), (out,), {"BLOCK": 16})
+    path = _via_seam(K.divergent_loop_kernel, (40,), [out], {"BLOCK": 16})
+    assert path == "interpreter|batched: " + reason
     expected = torch.zeros(40, 16)
     ar = torch.arange(16, dtype=torch.float32)
     for pid in range(40):
@@ -140,14 +185,23 @@ def test_fallback_divergent_loop_trip_counts() -> None:
     assert torch.equal(out, expected)
 
 
-def test_fallback_unsupported_op() -> None:
+def test_fallback_unsupported_op(seam: Any) -> None:
     x = torch.randint(0, 8, (4, 32), dtype=torch.int32, generator=_gen(31))
     out = torch.zeros(4, 8, dtype=torch.int32)
-    reason = run_batched(K.histogram_kernel, (4,), (x, out), {"BLOCK": 32, "BINS": 8})
+    reason = batched.execute(K.histogram_kernel, _bound(K.histogram_kernel, [x, out], {"BLOCK": 32, "BINS": 8}),
+                             (4, 1, 1))
     assert reason == "unsupported op create_histogram: exact interpreter"
     assert torch.count_nonzero(out) == 0
-    run_interpreter(K.histogram_kernel, (4,), (x, out), {"BLOCK": 32, "BINS": 8})
+    path = _via_seam(K.histogram_kernel, (4,), [x, out], {"BLOCK": 32, "BINS": 8})
+    assert path == "interpreter|batched: unsupported op create_histogram: exact interpreter"
     assert torch.equal(out, torch.stack([torch.bincount(r, minlength=8).int() for r in x]))
+
+
+def test_batched_path_is_reported(seam: Any) -> None:
+    x, y = torch.randn(300, generator=_gen(32)), torch.randn(300, generator=_gen(33))
+    out = torch.zeros(300)
+    assert _via_seam(K.add_kernel, (3,), [x, y, out, 300], {"BLOCK_SIZE": 128}) == "batched"
+    assert torch.equal(out, x + y)
 
 
 def test_one_instance_runs_batched() -> None:
