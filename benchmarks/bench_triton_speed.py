@@ -50,6 +50,7 @@ DEV = "cuda"  # the emulated device: the script runs under `cudashim run --platf
 @contextlib.contextmanager
 def execution(mode: str) -> Iterator[None]:
     """Every `kernel[grid](...)` inside goes through the Triton route with only the given execution:
+    "stock" (Triton's GridExecutor, copying storages, with the route's gap fixes so that it computes),
     "interpreter" (the route's exact interpreter: Triton's, in place) or "batched" (tried first)."""
     from cudashim.triton_route import batched, launch
 
@@ -57,6 +58,13 @@ def execution(mode: str) -> Iterator[None]:
     launch._executors.clear()
     if mode == "batched":
         launch.add_executor("batched", batched.execute)
+    elif mode == "stock":  # Triton's own GridExecutor: each argument's storage copied to the host and back
+        from cudashim.triton_route import interpreter
+
+        def stock(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int]) -> None:
+            interpreter.execute(kernel, (), bound, grid, None, copy=True)
+
+        launch.add_executor("stock", stock)
     try:
         yield
     finally:
@@ -83,64 +91,44 @@ def _g(seed: int) -> torch.Generator:
 
 
 def _tutorials() -> list[Case]:
-    import batched_kernels as K
+    import tutorial_kernels as tut  # the Triton route's tutorial corpus (tests/triton_route)
+
+    def r(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.randn(*shape, generator=_g(seed)).to(dtype).to(DEV)
 
     def add_setup() -> dict[str, Any]:
-        n = 98432
-        return {"x": torch.randn(n, generator=_g(0)).to(DEV), "y": torch.randn(n, generator=_g(1)).to(DEV), "n": n}
-
-    def add_tr(s: dict[str, Any]) -> Any:
-        out = torch.empty_like(s["x"])
-        K.add_kernel[(triton_cdiv(s["n"], 1024),)](s["x"], s["y"], out, s["n"], BLOCK_SIZE=1024)
-        return out
-
-    def softmax_setup() -> dict[str, Any]:
-        return {"x": torch.randn(512, 781, generator=_g(2)).to(DEV)}
-
-    def softmax_tr(s: dict[str, Any]) -> Any:
-        x = s["x"]
-        out = torch.empty_like(x)
-        K.softmax_kernel[(x.shape[0],)](out, x, x.stride(0), out.stride(0), x.shape[0], x.shape[1], BLOCK_SIZE=1024)
-        return out
+        return {"x": r(98432, seed=0), "y": r(98432, seed=1)}
 
     def ln_setup() -> dict[str, Any]:
-        return {"x": torch.randn(256, 1024, generator=_g(3)).to(DEV), "w": torch.randn(1024, generator=_g(4)).to(DEV),
-                "b": torch.randn(1024, generator=_g(5)).to(DEV)}
+        x = r(256, 1024, seed=3).requires_grad_()
+        return {"x": x, "w": r(1024, seed=4).requires_grad_(), "b": r(1024, seed=5).requires_grad_(),
+                "dy": r(256, 1024, seed=22)}
 
-    def ln_tr(s: dict[str, Any]) -> Any:
-        x = s["x"]
-        y = torch.empty_like(x)
-        mean, rstd = torch.empty(x.shape[0], device=DEV), torch.empty(x.shape[0], device=DEV)
-        K.layer_norm_kernel[(x.shape[0],)](x, y, s["w"], s["b"], mean, rstd, x.stride(0), x.shape[1], 1e-5,
-                                           BLOCK_SIZE=1024)
-        return y, mean, rstd
+    def ln_bwd_tr(s: dict[str, Any]) -> Any:
+        x, w, b = (t.detach().clone().requires_grad_() for t in (s["x"], s["w"], s["b"]))
+        tut.layer_norm(x, (1024,), w, b, 1e-5).backward(s["dy"])
+        return x.grad, w.grad, b.grad
+
+    def ln_bwd_torch(s: dict[str, Any]) -> Any:
+        x, w, b = (t.detach().clone().requires_grad_() for t in (s["x"], s["w"], s["b"]))
+        torch.nn.functional.layer_norm(x, (1024,), w, b, 1e-5).backward(s["dy"])
+        return x.grad, w.grad, b.grad
 
     def mm_setup() -> dict[str, Any]:
-        return {"a": torch.randn(256, 256, generator=_g(6)).half().to(DEV),
-                "b": torch.randn(256, 256, generator=_g(7)).half().to(DEV)}
+        return {"a": r(256, 256, seed=6, dtype=torch.float16), "b": r(256, 256, seed=7, dtype=torch.float16)}
 
-    def mm_tr(s: dict[str, Any]) -> Any:
-        a, b = s["a"], s["b"]
-        M, K_ = a.shape
-        N = b.shape[1]
-        c = torch.empty(M, N, dtype=torch.float16, device=DEV)
-        grid = (triton_cdiv(M, 64) * triton_cdiv(N, 64),)
-        K.matmul_kernel[grid](a, b, c, M, N, K_, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                              c.stride(1), BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8,
-                              ACTIVATION="leaky_relu")
-        return c
-
-    def mm_torch(s: dict[str, Any]) -> Any:
-        c = s["a"].float() @ s["b"].float()
-        return torch.nn.functional.leaky_relu(c, 0.01).half()
-
+    src = "tutorial forms (tests/triton_route/tutorial_kernels.py)"
     return [
-        Case("vector_add", "tutorial-style (tests/triton_route/batched_kernels.py)", add_setup,
-             lambda s: s["x"] + s["y"], add_tr),
-        Case("fused_softmax", "tutorial-style", softmax_setup, lambda s: torch.softmax(s["x"], -1), softmax_tr),
-        Case("layer_norm_fwd", "tutorial-style", ln_setup,
-             lambda s: torch.nn.functional.layer_norm(s["x"], (1024,), s["w"], s["b"], 1e-5), ln_tr),
-        Case("matmul_fp16_leaky_relu", "tutorial-style", mm_setup, mm_torch, mm_tr),
+        Case("tutorial_vector_add", src, add_setup, lambda s: s["x"] + s["y"], lambda s: tut.add(s["x"], s["y"])),
+        Case("tutorial_fused_softmax", src, lambda: {"x": r(512, 781, seed=2)}, lambda s: torch.softmax(s["x"], -1),
+             lambda s: tut.softmax(s["x"])),
+        Case("tutorial_layer_norm_fwd", src, ln_setup,
+             lambda s: torch.nn.functional.layer_norm(s["x"], (1024,), s["w"], s["b"], 1e-5),
+             lambda s: tut.layer_norm(s["x"], (1024,), s["w"], s["b"], 1e-5)),
+        Case("tutorial_layer_norm_bwd", src, ln_setup, ln_bwd_torch, ln_bwd_tr),
+        Case("tutorial_matmul_leaky_relu", src, mm_setup,
+             lambda s: torch.nn.functional.leaky_relu(s["a"] @ s["b"], 0.01),
+             lambda s: tut.matmul(s["a"], s["b"], "leaky_relu")),
     ]
 
 
@@ -149,33 +137,33 @@ def triton_cdiv(a: int, b: int) -> int:
 
 
 def _nano_vllm() -> list[Case]:
-    if "flash_attn" not in sys.modules:  # nano-vllm imports it at module level; the store kernel needs none of it
-        stub = types.ModuleType("flash_attn")
-        stub.flash_attn_varlen_func = stub.flash_attn_with_kvcache = None  # type: ignore[attr-defined]
-        sys.modules["flash_attn"] = stub
     from nanovllm.layers.attention import store_kvcache
 
-    def setup() -> dict[str, Any]:
-        n, heads, dim, blocks, block_size = 256, 8, 128, 256, 16
-        slots = blocks * block_size
-        return {"k": torch.randn(n, heads, dim, generator=_g(8)).to(DEV),
-                "v": torch.randn(n, heads, dim, generator=_g(9)).to(DEV),
-                "kc": torch.zeros(blocks, block_size, heads, dim, device=DEV),
-                "vc": torch.zeros(blocks, block_size, heads, dim, device=DEV),
-                "slots": torch.randperm(slots, generator=_g(10))[:n].to(torch.int32).to(DEV)}
+    def setup(n: int) -> Callable[[], dict[str, Any]]:
+        def make() -> dict[str, Any]:
+            heads, dim, blocks, block_size = 8, 128, 256, 16
+            slots = blocks * block_size
+            return {"k": torch.randn(n, heads, dim, generator=_g(8)).bfloat16().to(DEV),
+                    "v": torch.randn(n, heads, dim, generator=_g(9)).bfloat16().to(DEV),
+                    "kc": torch.zeros(blocks, block_size, heads, dim, dtype=torch.bfloat16, device=DEV),
+                    "vc": torch.zeros(blocks, block_size, heads, dim, dtype=torch.bfloat16, device=DEV),
+                    "slots": torch.randperm(slots, generator=_g(10))[:n].to(DEV)}
+
+        return make
 
     def tr(s: dict[str, Any]) -> Any:  # in place, as in a decode step (storing the same rows again)
-        kc, vc = s["kc"], s["vc"]
-        store_kvcache(s["k"], s["v"], kc, vc, s["slots"])
-        return kc, vc
+        store_kvcache(s["k"], s["v"], s["kc"], s["vc"], s["slots"])
+        return s["kc"], s["vc"]
 
     def th(s: dict[str, Any]) -> Any:
         kc, vc = s["kc"], s["vc"]
-        kc.view(-1, *kc.shape[2:])[s["slots"].long()] = s["k"]
-        vc.view(-1, *vc.shape[2:])[s["slots"].long()] = s["v"]
+        kc.view(-1, *kc.shape[2:]).index_copy_(0, s["slots"], s["k"])
+        vc.view(-1, *vc.shape[2:]).index_copy_(0, s["slots"], s["v"])
         return kc, vc
 
-    return [Case("nanovllm_store_kvcache", "nano-vllm-fork==20260210", setup, th, tr)]
+    src = "nano-vllm-fork==20260210"
+    return [Case("nanovllm_store_kvcache_decode_8", src, setup(8), th, tr),
+            Case("nanovllm_store_kvcache_prefill_256", src, setup(256), th, tr)]
 
 
 def _liger() -> list[Case]:
@@ -233,13 +221,16 @@ def _liger() -> list[Case]:
              lambda s: torch.nn.functional.silu(s["a"]) * s["b"], lambda s: swiglu_forward(s["a"], s["b"])[2]),
         Case("liger_rms_norm_fwd", "liger_kernel==0.8.5", rms_setup, rms_torch,
              lambda s: rms_norm_forward(s["x"], s["w"], 1e-6, 0.0, "llama", None)[0]),
+        Case("liger_rms_norm_fwd_bf16", "liger_kernel==0.8.5",
+             lambda: {k: v.bfloat16() for k, v in rms_setup().items()}, rms_torch,
+             lambda s: rms_norm_forward(s["x"], s["w"], 1e-6, 0.0, "llama", None)[0]),
         Case("liger_cross_entropy_fwd", "liger_kernel==0.8.5", ce_setup, ce_torch, ce_tr),
         Case("liger_rope_fwd", "liger_kernel==0.8.5", rope_setup, rope_torch, rope_tr),
     ]
 
 
 def _fla() -> list[Case]:
-    from fla.ops.common.chunk_h import chunk_fwd_h
+    from fla.ops.simple_gla import chunk_simple_gla
     from fla.ops.utils.cumsum import chunk_local_cumsum
 
     def cs_setup() -> dict[str, Any]:
@@ -250,28 +241,34 @@ def _fla() -> list[Case]:
         b, t, h = g.shape
         return g.view(b, t // 64, 64, h).cumsum(2).view(b, t, h)
 
-    def h_setup() -> dict[str, Any]:
-        return {"k": (torch.randn(1, 512, 2, 64, generator=_g(20)) * 0.1).to(DEV),
-                "v": (torch.randn(1, 512, 2, 64, generator=_g(21)) * 0.1).to(DEV)}
+    def gla_setup() -> dict[str, Any]:
+        return {"q": torch.randn(1, 256, 2, 32, generator=_g(23)).to(DEV),
+                "k": torch.randn(1, 256, 2, 32, generator=_g(24)).to(DEV),
+                "v": torch.randn(1, 256, 2, 32, generator=_g(25)).to(DEV),
+                "g": (-torch.rand(1, 256, 2, generator=_g(26)) * 0.5).to(DEV)}
 
-    def h_torch(s: dict[str, Any]) -> Any:
-        k, v = s["k"], s["v"]
-        b, t, h, dk = k.shape
-        nt = t // 64
-        kc = k.view(b, nt, 64, h, dk).permute(0, 1, 3, 4, 2)  # b nt h dk c
-        vc = v.view(b, nt, 64, h, v.shape[-1]).permute(0, 1, 3, 2, 4)  # b nt h c dv
-        upd = kc @ vc
-        states = torch.cumsum(upd, 1) - upd  # the state before each chunk
-        return states
+    def gla_torch(s: dict[str, Any]) -> Any:  # the chunked form in torch: per 64-token chunk, state + intra-chunk
+        q, k, v, g = (s[n].float() for n in "qkvg")
+        b, t, h, d = q.shape
+        q = q * d ** -0.5
+        state = torch.zeros(b, h, d, d, device=q.device)
+        outs = []
+        for c in range(0, t, 64):
+            qc, kc, vc, gc = q[:, c:c + 64], k[:, c:c + 64], v[:, c:c + 64], g[:, c:c + 64].cumsum(1)
+            inter = torch.einsum("bthk,bhkv->bthv", qc * gc.exp()[..., None], state)
+            decay = (gc[:, :, None] - gc[:, None, :]).exp().permute(0, 3, 1, 2).tril()
+            att = torch.einsum("bthk,bshk->bhts", qc, kc) * decay
+            outs.append(inter + torch.einsum("bhts,bshv->bthv", att, vc))
+            last = gc[:, -1]
+            state = state * last.exp()[..., None, None] + torch.einsum(
+                "bthk,bthv->bhkv", kc * (last[:, None] - gc).exp()[..., None], vc)
+        return torch.cat(outs, 1)
 
-    def h_tr(s: dict[str, Any]) -> Any:
-        out = chunk_fwd_h(s["k"], s["v"], chunk_size=64)
-        return out[0] if isinstance(out, tuple) else out
-
+    src = "flash-linear-attention==0.5.2"
     return [
-        Case("fla_chunk_local_cumsum", "flash-linear-attention==0.5.2", cs_setup, cs_torch,
-             lambda s: chunk_local_cumsum(s["g"], 64)),
-        Case("fla_chunk_fwd_h", "flash-linear-attention==0.5.2", h_setup, h_torch, h_tr),
+        Case("fla_chunk_local_cumsum", src, cs_setup, cs_torch, lambda s: chunk_local_cumsum(s["g"], 64)),
+        Case("fla_chunk_simple_gla_fwd", src, gla_setup, gla_torch,
+             lambda s: chunk_simple_gla(s["q"], s["k"], s["v"], g=s["g"], scale=32 ** -0.5)),
     ]
 
 
@@ -321,6 +318,13 @@ def measure(case: Case, reps: int) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - the row says what failed
         row["error"] = f"interpreter: {type(e).__name__}: {str(e)[:300]}"
         return row
+    try:
+        with execution("stock"):
+            t_stock, _ = _time(lambda: case.triton_fn(s), 1)
+    except Exception as e:  # noqa: BLE001
+        t_stock = None
+        row["stock_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    row["stock_s"] = t_stock
     reset_paths()
     with execution("batched"):
         t_batched, out_batched = _time(lambda: case.triton_fn(s), reps)
@@ -328,6 +332,7 @@ def measure(case: Case, reps: int) -> dict[str, Any]:
     routes = sorted({p for ps in execs.values() for p in ps})
     row.update({
         "interpreter_s": t_interp, "batched_s": t_batched,
+        "batched_over_stock": t_batched / t_stock if t_stock else None,
         "interpreter_over_torch": t_interp / t_torch, "batched_over_torch": t_batched / t_torch,
         "batched_over_interpreter": t_batched / t_interp,
         "equal_to_interpreter": _equal(out_interp, out_batched),
@@ -340,12 +345,11 @@ def measure(case: Case, reps: int) -> dict[str, Any]:
 EXAMPLE = REPO / "examples" / "nano_vllm"
 
 
-def _nano_vllm_config(tmp: Path) -> Path:
-    """The example's patch map without its cpu KV-store line: nano-vllm's own Triton kernel runs."""
+def _patch_map_config(tmp: Path) -> Path:
+    """The example's config with the portable KV store mapped in: the patch-map run."""
     text = (EXAMPLE / "cudashim.toml").read_text()
-    lines = [ln for ln in text.splitlines() if not ln.startswith('"nanovllm.layers.attention:store_kvcache"')]
-    out = tmp / "triton.toml"
-    out.write_text("\n".join(lines) + "\n")
+    out = tmp / "patch_map.toml"
+    out.write_text(text + '\n[patches.cpu]\n"nanovllm.layers.attention:store_kvcache" = "adapters:store_kvcache"\n')
     return out
 
 
@@ -363,7 +367,7 @@ def nano_vllm(rounds: int, model: str | None, max_tokens: int) -> dict[str, Any]
         if model is None:
             model = str(tmp / "ckpt")
             subprocess.run([sys.executable, str(EXAMPLE / "build_checkpoint.py"), model], check=True, capture_output=True)
-        configs = {"patch_map": EXAMPLE / "cudashim.toml", "triton": _nano_vllm_config(tmp)}
+        configs = {"patch_map": _patch_map_config(tmp), "triton": EXAMPLE / "cudashim.toml"}
         tps: dict[str, list[float]] = {k: [] for k in configs}
         tokens: dict[str, Any] = {}
         report: dict[str, Any] = {}
@@ -459,13 +463,16 @@ def main() -> None:
         "kernels": len(rows), "measured": len(ok),
         "median_batched_over_torch": median, "median_interpreter_over_torch": median_interp,
         "worst_batched_over_interpreter": max((r["batched_over_interpreter"] for r in ok), default=None),
+        "worst_batched_over_stock": max((r["batched_over_stock"] for r in ok if r.get("batched_over_stock")),
+                                        default=None),
         "all_equal_to_interpreter": all(r["equal_to_interpreter"] for r in ok),
     }
     print(f"median batched/torch {median}  median interpreter/torch {median_interp}  "
           f"worst batched/interpreter {figures['worst_batched_over_interpreter']}")
     if not a.no_record:
-        cols = ["kernel", "source", "torch_s", "interpreter_s", "batched_s", "interpreter_over_torch",
-                "batched_over_torch", "batched_over_interpreter", "equal_to_interpreter", "route", "error"]
+        cols = ["kernel", "source", "torch_s", "stock_s", "interpreter_s", "batched_s", "interpreter_over_torch",
+                "batched_over_torch", "batched_over_stock", "batched_over_interpreter", "equal_to_interpreter", "route",
+                "error"]
         path = record("triton_speed", figures, goal="median batched/torch <= 10; no kernel slower than the "
                       "interpreter; every output equal to the interpreter's",
                       table={"columns": cols, "rows": [[r.get(c) for c in cols] for r in rows]})
