@@ -132,10 +132,6 @@ def _tutorials() -> list[Case]:
     ]
 
 
-def triton_cdiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
-
-
 def _nano_vllm() -> list[Case]:
     from nanovllm.layers.attention import store_kvcache
 

@@ -17,16 +17,21 @@ Where instances would take different paths the run cannot be one group:
 - An operation this module does not know (prints, histograms, tensor descriptors, inline asm...):
   exact interpreter, named in the reason.
 
-`run_batched` returns None when it ran the launch, or the reason it did not, having left memory as it
-found it; the caller then runs the exact interpreter.
+A launch is traced once per specialization (the front end's Python runs, every operation is taped) and
+later launches replay the tape: the same numpy calls, each Python-level decision checked to come out
+the same, a group undone and traced again where one does not.
+
+`execute` is the Triton route's executor (launch.add_executor); `run_batched` the same without the
+route's interpreter fixes. Each returns None when it ran the launch, or the reason it did not, having
+left memory as it found it; the route then runs the exact interpreter.
 """
 
 from __future__ import annotations
 
+import bisect
 import inspect
 import threading
 from dataclasses import dataclass, field
-import bisect
 from functools import partial
 from typing import Any, Callable
 
@@ -34,7 +39,7 @@ import numpy as np
 
 from . import _bf16
 
-__all__ = ["run_batched", "run_interpreter", "BatchedFallback", "fallback_reason_cached"]
+__all__ = ["execute", "run_batched", "run_interpreter", "BatchedFallback", "fallback_reason_cached", "STATS"]
 
 # Elements of one value, summed over the instances of a group: the group size adapts to keep values
 # about this large, so a launch of many programs does not build one enormous array.

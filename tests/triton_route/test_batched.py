@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from cudashim.triton_route import batched, interpreter, launch
-from cudashim.triton_route.batched import fallback_reason_cached, run_batched, run_interpreter
+from cudashim.triton_route.batched import fallback_reason_cached, run_batched
 
 
 @pytest.fixture(autouse=True)
