@@ -8,7 +8,8 @@ corpus, no kernel slower than the interpreter.
 
     python benchmarks/bench_triton_speed.py [--reps 5] [--only NAME,...]
 
-Results: benchmarks/results/triton_speed.json.
+Times are the minimum over the repetitions (one thread for torch too). Results:
+benchmarks/results/triton_speed.json (and triton_speed_nano_vllm.json for --nano-vllm).
 """
 
 from __future__ import annotations
@@ -293,14 +294,14 @@ def _equal(a: Any, b: Any) -> bool:
                                       for x, y in zip((t.contiguous() for t in fa), (t.contiguous() for t in fb)))
 
 
-def _time(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:  # noqa: D103
+def _time(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:
     out = fn()
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    return min(times), out  # the least disturbed run: this host's load changes by the second
 
 
 def measure(case: Case, reps: int) -> dict[str, Any]:
