@@ -1,8 +1,10 @@
 """Triton kernels on the host: the batched execution against the exact interpreter and the torch equivalent.
 
-Per kernel of the corpus, in one run: the torch operations that compute the same thing, Triton's exact
-interpreter (one program instance after another), and `cudashim.triton_route.batched` (all instances at
-once, the interpreter where it cannot). The outputs of the two Triton executions are compared bit for
+Per kernel of the corpus, in one run on the emulated device (the script re-runs itself under
+`cudashim run --platform cpu`): the torch operations that compute the same thing; Triton's stock
+interpreter (its GridExecutor, copying each argument's storage to the host and back; the route's gap
+fixes on, so that it computes); the route's exact interpreter (the same, in place); and
+`cudashim.triton_route.batched` (all instances at once, the exact interpreter where it declines). The outputs of the two Triton executions are compared bit for
 bit; the execution each launch got, and why, is recorded. Goal: median of batched / torch <= 10 over the
 corpus, no kernel slower than the interpreter.
 
