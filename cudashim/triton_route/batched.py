@@ -86,6 +86,9 @@ def _put(view: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
     view[idx] = values
 
 
+_VIEWS: dict[tuple[int, int, np.dtype], np.ndarray] = {}
+
+
 class _Memory:
     """The launch's tensors as numpy arrays, so that loads and stores are gathers and scatters.
 
@@ -105,17 +108,20 @@ class _Memory:
                 self._keep.append(storage)
         self.starts = sorted(spans)
         self.sizes = [spans[s] for s in self.starts]
-        self._views: dict[tuple[int, np.dtype], np.ndarray] = {}
 
     def _view(self, i: int, dtype: np.dtype) -> np.ndarray:
-        key = (i, dtype)
-        view = self._views.get(key)
+        # kept across launches by (address, size, type): one is only used while a live storage of this
+        # launch spans exactly those bytes
+        key = (self.starts[i], self.sizes[i], dtype)
+        view = _VIEWS.get(key)
         if view is None:
             import ctypes
 
             n = self.sizes[i] // dtype.itemsize
             raw = (ctypes.c_byte * (n * dtype.itemsize)).from_address(self.starts[i])
-            view = self._views[key] = np.frombuffer(raw, dtype=dtype)
+            if len(_VIEWS) > 512:
+                _VIEWS.clear()
+            view = _VIEWS[key] = np.frombuffer(raw, dtype=dtype)
         return view
 
     def locate(self, p: np.ndarray, m: np.ndarray | None, dtype: np.dtype,
@@ -1379,6 +1385,24 @@ def run_interpreter(fn: Any, grid: Any, args: tuple[Any, ...] = (), kwargs: dict
             scope.restore()
 
 
+_NP_DTYPES: dict[Any, Any] = {}
+
+
+def _cached_np_dtype(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The interpreter's type -> numpy dtype table, looked up once per type (it is rebuilt per call)."""
+    def lookup(tt: Any) -> Any:
+        try:
+            return _NP_DTYPES[tt]
+        except KeyError:
+            out = _NP_DTYPES[tt] = original(tt)
+            return out
+        except TypeError:
+            return original(tt)
+
+    lookup.__wrapped__ = original  # type: ignore[attr-defined]
+    return lookup
+
+
 def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int]) -> str | None:
     """The Triton route's executor (launch.add_executor): a launch batched, with the route's
     interpreter fixes (float scalars, libdevice, bf16 in fp32 rounded to nearest even) in force, so
@@ -1398,6 +1422,8 @@ def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int]) -> s
     try:
         _close_gaps(scope, name)
         libdevice.patch(scope, raw.__globals__, lambda: name)
+        original = getattr(ip._get_np_dtype, "__wrapped__", ip._get_np_dtype)
+        scope.set(ip, "_get_np_dtype", _cached_np_dtype(original))
         # libdevice calls reach the builder through the interpreter's module-level semantic
         scope.set(ip, "interpreter_semantic", engine.semantic)
         _NESTED_HOOKS.append(lambda fn: libdevice.patch(scope, fn.__globals__, lambda: name))
