@@ -132,6 +132,9 @@ def install(platform: str) -> None:
         uninstall()
     _installed = platform
     _launch.configure(platform, PLATFORMS[platform][0], _capture_check(platform))
+    from . import batched  # all program instances at once; the interpreter takes what it declines
+
+    add_executor("batched", batched.execute)
     when_imported("triton.runtime.jit", _on_jit)
     when_imported("triton.runtime.driver", _on_driver)
     _report_section()

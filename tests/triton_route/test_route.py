@@ -175,6 +175,6 @@ def test_report_lists_each_kernel_with_a_patch_map_line(tmp_path: Path) -> None:
     assert k["kernel"] == "__main__:add_kernel"
     assert k["launches"] == 2 and k["recorded"] == 1 and k["replayed"] == 2  # 1 + 1 eager, 1 captured, 2 replays
     assert k["grids"] == {"4x1x1": 1, "1x1x1": 2}  # vector_add: cdiv(1000, 256); graph_replay: eager + captured
-    assert k["time_s"] > 0 and k["paths"] == {"interpreter": 4}
+    assert k["time_s"] > 0 and k["paths"] == {"batched": 4}  # all instances at once (triton_route.batched)
     assert k["launched_by"] == "__main__:vector_add"
     assert k["patch_map_line"] == '"__main__:vector_add" = "your_module:vector_add"'
