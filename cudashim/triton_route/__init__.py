@@ -1,0 +1,1 @@
+"""Where Triton launches go on the cpu platform and the simulated NPU."""
