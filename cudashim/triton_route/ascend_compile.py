@@ -39,7 +39,7 @@ from typing import Any
 
 __all__ = [
     "WHEEL_SPEC", "PYBIND11_SPEC", "Spec", "Result", "describe", "check", "fetch", "frontend_dir",
-    "libdevice_module", "surface", "NotCheckable", "SURFACE_PATH",
+    "libdevice_module", "surface", "NotCheckable", "SURFACE_PATH", "enabled",
 ]
 
 WHEEL_SPEC = "triton-ascend==3.2.0"
@@ -57,6 +57,13 @@ _MODULE_ALIASES = {
 _LIBDEVICE = "triton.language.extra.libdevice"
 #: triton-ascend's language names, read from the wheel (`--write-surface` regenerates it)
 SURFACE_PATH = Path(__file__).resolve().with_name("ascend_surface.json")
+
+
+def enabled() -> bool:
+    """Whether the opt-in check is on (CUDASHIM_TRITON_ASCEND_COMPILE=1)."""
+    from .. import envs
+
+    return bool(envs.get("CUDASHIM_TRITON_ASCEND_COMPILE"))
 
 
 class NotCheckable(Exception):
