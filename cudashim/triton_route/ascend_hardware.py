@@ -60,7 +60,6 @@ class _NoNPUDriver:
 
 
 def _refusals() -> None:
-    from triton.runtime import driver as driver_mod
     from triton.runtime.jit import JITFunction
 
     original_run = JITFunction.run
@@ -71,7 +70,7 @@ def _refusals() -> None:
 
     run.__wrapped__ = original_run  # type: ignore[attr-defined]
     JITFunction.run = run  # type: ignore[method-assign]
-    cfg = driver_mod.driver
+    cfg = importlib.import_module("triton.runtime.driver").driver
     previous = cfg._active
     cfg.set_active(_NoNPUDriver())
 
