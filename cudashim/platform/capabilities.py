@@ -206,7 +206,10 @@ TABLE: tuple[Capability, ...] = (
          cpu=Entry(U, RAISE_CALL, "L3", "CUDA sources do not build for the emulated device", _PATCH)),
     _cap("triton_kernels", "Triton kernels", "triton.jit kernel",
          nvidia=Entry(N, RAISE_CALL, "L0", "Triton CUDA backend"),
-         ascend=Entry(U, RAISE_CALL, "L0", "no Triton NPU backend is wired in", _PATCH),
+         ascend=Entry(N, RAISE_CALL, "L1", "through triton-ascend, its libdevice mapped onto its own functions (checked "
+               "against the triton-ascend 3.2.0 wheel's files and frontend, not run on an NPU); with upstream Triton "
+               "the first launch raises naming triton-ascend; the simulated NPU refuses and warns as triton-ascend "
+               "would (L1s)", "pip install triton-ascend and source CANN's set_env.sh"),
          cpu=Entry(U, RAISE_CALL, "L3", "no Triton backend for the emulated device",
                f"{_PATCH}, or set TRITON_INTERPRET=1 to run it in Triton's (slow) interpreter")),
     _cap("cuda_device_semantics", "cuda:N tensors with CUDA's semantics", "device='cuda' tensors",
