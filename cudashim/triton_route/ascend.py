@@ -213,7 +213,11 @@ def launches() -> list[dict[str, Any]]:
     with _state.lock:
         items = sorted((k, list(v[:4]), dict(v[4])) for k, v in _state.launches.items())
     specs = [s for _, _, d in items for s in d.values() if isinstance(s, ascend_compile.Spec)]
-    results = dict(zip(map(id, specs), ascend_compile.check(specs))) if specs else {}
+    failed = ""
+    try:
+        results = dict(zip(map(id, specs), ascend_compile.check(specs))) if specs else {}
+    except Exception as exc:  # the wheel missing, the child failing: the report says so instead of breaking
+        results, failed = {}, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     out = []
     for name, (n, programs, grid, site), recorded in items:
         if not ascend_compile.enabled():
@@ -221,8 +225,12 @@ def launches() -> list[dict[str, Any]]:
         else:
             lines = []
             for s in recorded.values():
-                lines.append(results[id(s)].line() if isinstance(s, ascend_compile.Spec) else f"not checked ({s})")
-            bad = [x for x in lines if x != "yes"]
+                if isinstance(s, ascend_compile.Spec):
+                    lines.append(results[id(s)].line() if id(s) in results else f"not checked ({failed})")
+                else:
+                    lines.append(f"not checked ({s})")
+            # the worst specialization speaks for the kernel: a "no" before a "not checked"
+            bad = sorted((x for x in lines if x != "yes"), key=lambda x: not x.startswith("no"))
             verdict = bad[0] if bad else ("yes" if lines else "not checked")
         out.append({"kernel": name, "launches": n, "largest_grid": list(grid), "largest_grid_programs": programs,
                     "first_call_site": site, "compiles_for_ascend": verdict})
@@ -403,6 +411,12 @@ def install() -> None:
         _set(handle, "__post_init__", _track_tiles(vars(handle).get("__post_init__")))
         for owner, name, value in _surface_modules():
             _set(owner, name, value)
+        from .. import report
+
+        if report.enabled():
+            from ..report import readiness
+
+            readiness.triton_source(launches)
     except BaseException:
         uninstall()
         raise
