@@ -128,3 +128,26 @@ def test_surface_file_is_current() -> None:
     --write-surface`."""
     on_disk = json.loads(ascend_compile.SURFACE_PATH.read_text())
     assert on_disk == ascend_compile.surface()
+
+
+def test_readiness_rows_say_whether_each_launched_kernel_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cudashim.triton_route import ascend
+
+    monkeypatch.setenv("CUDASHIM_TRITON_ASCEND_COMPILE", "1")
+    ascend.reset()
+    x, y64 = torch.empty(64), torch.empty(64, dtype=torch.float64)
+    try:
+        ascend.check_launch(K.add_kernel, (2,), dict(x_ptr=x, y_ptr=x, out_ptr=x, n=64, BLOCK=32))
+        ascend.check_launch(K.cast_fp64_kernel, (1,), dict(x_ptr=x, y_ptr=y64, n=64, BLOCK=64))
+        rows = {r["kernel"].rsplit(":", 1)[1]: r for r in ascend.launches()}
+    finally:
+        ascend.reset()
+    assert rows["add_kernel"]["compiles_for_ascend"] == "yes"
+    verdict = rows["cast_fp64_kernel"]["compiles_for_ascend"]
+    assert verdict.startswith("no (ttir: CompilationError") and "[fp8, fp64] is unsupported on Ascend" in verdict
+    monkeypatch.delenv("CUDASHIM_TRITON_ASCEND_COMPILE")
+    ascend.check_launch(K.add_kernel, (2,), dict(x_ptr=x, y_ptr=x, out_ptr=x, n=64, BLOCK=32))
+    try:
+        assert ascend.launches()[0]["compiles_for_ascend"] == "not checked"
+    finally:
+        ascend.reset()
