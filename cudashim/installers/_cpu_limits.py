@@ -3,7 +3,7 @@
 Each stand-in goes through cudashim.platform.capabilities.require(capability, platform, api) so the message
 and the way out come from the one capability table; should the table not raise (or not be there
 yet), the stand-in raises its own CapabilityError: the cpu platform never silently pretends to
-build a CUDA extension or launch a Triton kernel.
+build a CUDA extension. (Triton kernels run: cudashim.triton_route.)
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ __all__ = [
     "unsupported",
     "cpp_extension_bindings",
     "symmetric_memory_bindings",
-    "triton_run",
     "bind_lazy",
 ]
 
@@ -92,19 +91,6 @@ def symmetric_memory_bindings(mod: Any) -> dict[str, Callable[..., Any]]:
     return out
 
 
-def triton_run(original: Callable[..., Any]) -> Callable[..., Any]:
-    """JITFunction.run for a kernel no patch replaced: refuses on its first launch."""
-
-    def run(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
-        fn = getattr(self, "fn", None)
-        name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
-        unsupported("triton_kernels", f"Triton kernel {name}",
-                    f"map it to a portable implementation: [tool.cudashim.patches] \"{name}\" = \"your.module:fn\"")
-
-    run.__wrapped__ = original  # type: ignore[attr-defined]
-    return run
-
-
 def bind_lazy(b: Any, is_active: Callable[[], bool]) -> None:
     """Bind the refusals into b when their modules load (through the one import hook)."""
 
@@ -118,11 +104,5 @@ def bind_lazy(b: Any, is_active: Callable[[], bool]) -> None:
             for name, fn in symmetric_memory_bindings(mod).items():
                 b.bind(mod, name, fn, f"torch.distributed._symmetric_memory.{name}", "unsupported")
 
-    def triton_jit(mod: Any) -> None:
-        cls = getattr(mod, "JITFunction", None)
-        if is_active() and cls is not None and hasattr(cls, "run"):
-            b.bind(cls, "run", triton_run(cls.run), "triton.JITFunction.run", "unsupported")
-
     when_imported("torch.utils.cpp_extension", cpp_ext)
     when_imported("torch.distributed._symmetric_memory", symm)
-    when_imported("triton.runtime.jit", triton_jit)

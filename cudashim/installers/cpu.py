@@ -7,8 +7,8 @@ CUDA's do (DESIGN.md section 5); NCCL groups are Gloo groups that answer as NCCL
 
 * library probes that must see the truth (TileLang's target detection) see torch's real
   is_available() (probes.py);
-* loud limits for what is not emulated (_cpu_limits.py): CUDA C++ extensions, symmetric memory,
-  Triton kernels no patch replaced.
+* loud limits for what is not emulated (_cpu_limits.py): CUDA C++ extensions, symmetric memory;
+* Triton kernels launch on the device through the Triton route (cudashim.triton_route).
 
 If the device's native core cannot be built or loaded, install() raises EmulatedBuildError naming
 the fix, and under `cudashim run` the program stops before its first line.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _state, emulated
+from .. import _state, emulated, triton_route
 from . import _cpu_limits, probes
 from ._common import Bindings, when_imported
 
@@ -44,6 +44,7 @@ def install() -> None:
         _device = emulated.install(_bindings, when_imported=when_imported)
         probes.install("cpu", real_is_available)
         _cpu_limits.bind_lazy(_bindings, installed)
+        triton_route.install("cpu")
     except BaseException:
         uninstall()
         raise
@@ -52,6 +53,7 @@ def install() -> None:
 def uninstall() -> None:
     """Put back every original (idempotent)."""
     global _device
+    triton_route.uninstall()
     if _device is not None:
         probes.uninstall()
         emulated.uninstall()

@@ -20,7 +20,7 @@ EXPECT = {
     "cpp_extension.load .cu": ("cpp_extension.load('k')", "tool.cudashim.patches"),
     "cpp_extension.load_inline cuda": ("load_inline('k')", "tool.cudashim.patches"),
     "CUDAExtension": ("CUDAExtension('k')", "tool.cudashim.patches"),
-    "triton launch": ("add_one", "tool.cudashim.patches"),
+    "triton compiled kernel": ("add_one", ".n_regs", "tool.cudashim.patches"),
     "ProcessGroupNCCL(...)": ("ProcessGroupNCCL(store, rank, size, options)", "init_process_group(\"nccl\")"),
     "torch.cuda.nccl.all_reduce": ("torch.cuda.nccl.all_reduce", "init_process_group(\"nccl\")"),
     "nccl group backend comm_split_count": ("comm_split_count", "ProcessGroupNCCL"),

@@ -1,0 +1,31 @@
+"""bf16 for the interpreter: numpy has no bf16, Triton's interpreter keeps its bit patterns in uint16.
+Arithmetic is done in fp32 and rounded back to nearest even, as the hardware's bf16 instructions do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["is_bf16", "to_f32", "from_f32"]
+
+
+def is_bf16(ty: Any) -> bool:
+    import triton.language as tl
+
+    return getattr(ty, "scalar", ty) == tl.bfloat16
+
+
+def to_f32(bits: Any) -> Any:
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def from_f32(values: Any) -> Any:
+    """fp32 -> bf16 bit patterns, rounded to nearest even; a NaN stays a (quiet) NaN."""
+    f = np.asarray(values, dtype=np.float32)
+    bits = f.view(np.uint32)
+    rounded = ((bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)).astype(np.uint16)
+    nan = np.isnan(f)
+    if np.any(nan):
+        rounded = np.where(nan, ((bits >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16), rounded)
+    return rounded
