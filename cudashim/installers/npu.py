@@ -192,9 +192,14 @@ def _wire_triton() -> None:
     """Once triton is imported: on a real NPU host triton-ascend wired or upstream Triton refused
     (triton_route/ascend_hardware.py); on the simulated NPU triton-ascend's refusals and names
     (triton_route/ascend.py)."""
-    from .. import hardware
+    from .. import hardware, triton_route
 
     simulated = hardware.simulated_root() is not None
+    if simulated:  # launches run as on the emulated device, with triton-ascend's launch check first
+        from ..triton_route import ascend
+
+        triton_route.install(PLATFORM)
+        triton_route.add_launch_check(PLATFORM, ascend.check_launch)
 
     def on_triton(mod: Any) -> None:
         if not _installed:
@@ -212,8 +217,12 @@ def _wire_triton() -> None:
 
 
 def _unwire_triton() -> None:
+    from .. import triton_route
     from ..triton_route import ascend, ascend_hardware
 
+    triton_route.remove_launch_check(PLATFORM, ascend.check_launch)
+    if triton_route.installed() == PLATFORM:
+        triton_route.uninstall()
     ascend.uninstall()
     ascend_hardware.uninstall()
 
