@@ -178,7 +178,7 @@ def summary(data: dict[str, Any]) -> str:
         verdicts = [k["compiles_for_ascend"] for k in kernels]
         named += ("; " if named else "") + (
             f"{len(kernels)} Triton kernel(s): {verdicts.count('yes')} compile for Ascend, "
-            f"{sum(v.startswith('no') for v in verdicts)} do not, "
+            f"{sum(v.startswith('no (') for v in verdicts)} do not, "
             f"{sum(v.startswith('not checked') for v in verdicts)} not checked")
     return (f"cudashim ascend readiness (simulated, torch_npu {data['torch_npu']}): {len(data['ops'])} operator/dtype "
             f"pairs ran: {c.get('native', 0)} native, {c.get('composite', 0)} composite, {c.get('fallback', 0)} CPU "
