@@ -188,13 +188,34 @@ def check_launch(kernel: Any, grid: Any, bound_args: dict[str, Any]) -> None:
     _state.kernel = name
 
 
-def _record(kernel: Any, name: str, programs: int, grid: tuple[int, ...], bound_args: dict[str, Any]) -> None:
+def _call_site() -> str:
+    """The first line of user code that led to the launch; where none is on this thread's stack (autograd's
+    backward thread), the first frame outside Triton, torch and the shim: the library's line that launched."""
+    import os
+
     from .. import report
 
+    site = report.call_site()
+    import triton
+    import torch
+
+    shim = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    skip = (os.path.dirname(triton.__file__), os.path.dirname(torch.__file__), shim)
+    if site is not None and not site.startswith(skip):
+        return site
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(skip):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return site or "?"
+
+
+def _record(kernel: Any, name: str, programs: int, grid: tuple[int, ...], bound_args: dict[str, Any]) -> None:
     with _state.lock:
         e = _state.launches.get(name)
         if e is None:
-            e = _state.launches[name] = [0, 0, grid, report.call_site() or "?", {}]
+            e = _state.launches[name] = [0, 0, grid, _call_site(), {}]
         e[0] += 1
         if programs > e[1]:
             e[1], e[2] = programs, grid
