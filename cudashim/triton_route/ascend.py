@@ -44,6 +44,7 @@ from typing import Any, Callable
 
 from ..errors import CapabilityError
 from . import ascend_compile
+from .interpreter import _Scope
 
 __all__ = [
     "GRID_LIMIT", "UB_BYTES", "UnifiedBufferWarning", "check_launch", "install", "uninstall", "installed",
@@ -68,7 +69,7 @@ class _State:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.installed = False
-        self.saved: list[tuple[Any, str, Any, bool]] = []
+        self.saved = _Scope()  # what install() replaced, put back by uninstall()
         self.kernel = "?"  # the kernel whose launch is running (for the UB warning)
         self.live = 0
         self.peak: dict[str, int] = {}
@@ -393,13 +394,7 @@ def _surface_modules() -> list[tuple[Any, str, Any]]:
 # ---- install ---------------------------------------------------------------------------------------------
 
 def _set(owner: Any, name: str, value: Any) -> None:
-    if isinstance(owner, dict):
-        _state.saved.append((owner, name, owner.get(name), name in owner))
-        owner[name] = value
-    else:
-        had = name in vars(owner)
-        _state.saved.append((owner, name, vars(owner).get(name), had))
-        setattr(owner, name, value)
+    _state.saved.set(owner, name, value)
 
 
 def installed() -> bool:
@@ -445,19 +440,6 @@ def install() -> None:
 
 def uninstall() -> None:
     """Undo install(), in reverse order. Idempotent."""
-    while _state.saved:
-        owner, name, value, had = _state.saved.pop()
-        if isinstance(owner, dict):
-            if had:
-                owner[name] = value
-            else:
-                owner.pop(name, None)
-        elif had:
-            setattr(owner, name, value)
-        else:
-            try:
-                delattr(owner, name)
-            except AttributeError:
-                pass
+    _state.saved.restore()
     _state.installed = False
     _unmapped_cache.clear()
