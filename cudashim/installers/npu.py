@@ -44,7 +44,7 @@ import importlib
 import sys
 from typing import Any, Callable
 
-from .. import report
+from .. import report, triton_route
 from ..platform import capabilities
 from ..errors import CapabilityError, CudashimError
 from . import probes
@@ -192,7 +192,7 @@ def _wire_triton() -> None:
     """Once triton is imported: on a real NPU host triton-ascend wired or upstream Triton refused
     (triton_route/ascend_hardware.py); on the simulated NPU triton-ascend's refusals and names
     (triton_route/ascend.py)."""
-    from .. import hardware, triton_route
+    from .. import hardware
 
     simulated = hardware.simulated_root() is not None
     if simulated:  # launches run as on the emulated device, with triton-ascend's launch check first
@@ -217,12 +217,9 @@ def _wire_triton() -> None:
 
 
 def _unwire_triton() -> None:
-    from .. import triton_route
     from ..triton_route import ascend, ascend_hardware
 
     triton_route.remove_launch_check(PLATFORM, ascend.check_launch)
-    if triton_route.installed() == PLATFORM:
-        triton_route.uninstall()
     ascend.uninstall()
     ascend_hardware.uninstall()
 
@@ -259,6 +256,7 @@ def uninstall() -> None:
     """Remove the gap fillers (transfer_to_npu's own changes stay: upstream has no undo). Idempotent."""
     global _installed
     _installed = False
+    triton_route.uninstall()
     probes.uninstall()
     _unwire_triton()
     _bindings.restore()

@@ -210,8 +210,14 @@ TABLE: tuple[Capability, ...] = (
                "against the triton-ascend 3.2.0 wheel's files and frontend, not run on an NPU); with upstream Triton "
                "the first launch raises naming triton-ascend; the simulated NPU refuses and warns as triton-ascend "
                "would (L1s)", "pip install triton-ascend and source CANN's set_env.sh"),
-         cpu=Entry(U, RAISE_CALL, "L3", "no Triton backend for the emulated device",
-               f"{_PATCH}, or set TRITON_INTERPRET=1 to run it in Triton's (slow) interpreter")),
+         cpu=Entry(E, RAISE_CALL, "L3", "unchanged @triton.jit kernels (autotune, heuristics, nested jit) run "
+               "through Triton's interpreter on the device's memory in place, with its gaps closed (float scalars, "
+               "libdevice, bf16 computed in fp32 and rounded to nearest even, range loop indices); autotuning takes "
+               "the first configuration; CUDA graphs record and replay launches; each launch is a graph break under "
+               "torch.compile; tests/triton_route runs Liger-Kernel, flash-linear-attention, nano-vllm and Triton "
+               "tutorial kernels against torch references in CI. Interpreted, so slow (benchmarks/results/"
+               "triton.json); inline assembly and compiled-kernel introspection (.n_regs, warmup()) raise",
+               f"{_PATCH} (`cudashim run --report` lists each kernel's launcher with the line to add)")),
     _cap("cuda_device_semantics", "cuda:N tensors with CUDA's semantics", "device='cuda' tensors",
          nvidia=Entry(N, None, "L3", "the GPU itself (tests/emulated's checks pass on an NVIDIA GPU with the shim off)"),
          ascend=Entry(N, None, "L1s", "NPU tensors through transfer_to_npu (device type npu, not cuda; is_cuda is "

@@ -77,12 +77,14 @@ def _on_jit(mod: Any) -> None:
         return
     _set(cls, "run", _run(cls.__dict__["run"]))
     _set(cls, "__call__", _call(cls.__dict__["__call__"]))
-    when_imported("torch._dynamo", _on_dynamo)
+    # torch._dynamo's decorators, not torch._dynamo: importing torch._dynamo imports Triton (through
+    # torch.utils._triton) before it defines disable(), so its own callback would come too early
+    when_imported("torch._dynamo.decorators", _on_dynamo)
 
 
 def _on_dynamo(dynamo: Any) -> None:
     """A launch is a graph break: Dynamo runs it as Python, never tracing into the interpreter."""
-    if _installed is None:
+    if _installed is None or not hasattr(dynamo, "disable"):
         return
     import triton.runtime.jit as jit
 
@@ -106,8 +108,8 @@ def _on_driver(mod: Any) -> None:
     holder.set_active(EmulatedDriver(device_type, backend))
 
 
-def _capture_check(platform: str) -> Callable[[], bool] | None:
-    # the simulated NPU's graphs are the same core's recorder (emulated/npu/graphs.py binds its check)
+def _capture_check(platform: str) -> Callable[[], bool]:
+    # both emulated devices (cuda on cpu, the simulated npu) give the graph recorder's capture check here
     from ..emulated import graph_kernels
 
     def capturing() -> bool:
@@ -163,8 +165,11 @@ def _report_section() -> None:
 def _summary(kernels: list[dict[str, Any]]) -> str | None:
     if not kernels:
         return None
-    launches = sum(k["launches"] + k["recorded"] for k in kernels)
-    return f"triton: {len(kernels)} kernel(s), {launches} launch(es) interpreted on the device; see triton_kernels"
+    launches = sum(k["launches"] + k["replayed"] for k in kernels)
+    recorded = sum(k["recorded"] for k in kernels)
+    graphs = f" ({recorded} recorded in CUDA graphs)" if recorded else ""
+    return (f"triton: {len(kernels)} kernel(s), {launches} launch(es) interpreted on the device{graphs}; "
+            "triton_kernels in the report lists each with a patch-map line for speed")
 
 
 from .._state import on_reset  # noqa: E402

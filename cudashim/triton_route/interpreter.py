@@ -216,13 +216,43 @@ def _f64_to_f32_for_bf16(data: Any) -> Any:
 
 
 _interpreted: dict[Any, Any] = {}  # python function -> InterpretedFunction (holds the rewritten source)
+_transformer: list[Any] = []
+
+
+def _loop_transformer() -> Any:
+    """Triton's source rewrite for the interpreter, plus: the index of a `range`/`tl.range` loop is a
+    tensor, as the compiler makes it (stock, it is a Python int and `i.to(tl.int64)` fails). The
+    rewrite's own rule turns an assignment's value into a tensor; the loop body starts with `i = i`."""
+    if not _transformer:
+        import ast
+
+        base = _interp().ASTTransformer
+
+        class LoopIndex(base):  # type: ignore[misc, valid-type]
+            def visit_For(self, node: Any) -> Any:
+                node = self.generic_visit(node)
+                it = node.iter
+                name = getattr(it, "func", None)
+                called = getattr(name, "id", None) or getattr(name, "attr", None)
+                if called == "range" and isinstance(node.target, ast.Name):
+                    me = node.target.id
+                    keep = ast.Assign(targets=[ast.Name(id=me, ctx=ast.Store())], value=ast.Name(id=me, ctx=ast.Load()))
+                    node.body.insert(0, ast.copy_location(self.visit_Assign(keep), node))
+                return node
+
+        _transformer.append(LoopIndex())
+    return _transformer[0]
 
 
 def _interpreted_fn(jit_fn: Any) -> Any:
     fn = jit_fn.fn
     interp = _interpreted.get(fn)
     if interp is None:
-        interp = _interpreted[fn] = _interp().InterpretedFunction(fn)
+        interp = _interp().InterpretedFunction(fn)
+        interp.rewriter.ast_transformer = _loop_transformer()
+        # Triton caches rewrites per function for all interpreters: ours (with the loop index) apart
+        interp.rewritten_fn = {}
+        _interpreted[fn] = interp
     return interp
 
 
@@ -236,9 +266,11 @@ def _device_check(arg: Any, index: int, device_type: str) -> None:
 
 
 def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tuple[int, int, int],
-            device_type: str | None = "cuda") -> None:
+            device_type: str | None = "cuda", copy: bool = False) -> None:
     """Run one launch of jit_fn on the interpreter, reading and writing the arguments' memory in place.
-    device_type None: any tensor's memory is taken (a graph replay hands CPU views of device memory)."""
+    device_type None: any tensor's memory is taken (a graph replay hands CPU views of device memory).
+    copy: Triton's own executor instead, which copies each argument's storage to the host and back
+    (benchmarks/bench_triton.py measures what the in-place launch saves)."""
     m = _interp()
     if device_type is not None:
         for i, a in enumerate(list(args) + list(kwargs.values())):
@@ -261,7 +293,7 @@ def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tu
         _close_gaps(scope, name)
         libdevice.patch(scope, jit_fn.fn.__globals__, lambda: name)
         _patch_global_builtins(scope, jit_fn.fn.__globals__)
-        executor = InPlace(rewritten, interp.arg_names, grid, [])
+        executor = (m.GridExecutor if copy else InPlace)(rewritten, interp.arg_names, grid, [])
         executor(*args, **kwargs)
     except m.InterpreterError as e:
         if isinstance(e.__cause__, CapabilityError):

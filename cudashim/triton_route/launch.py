@@ -131,7 +131,7 @@ def _launcher_site() -> str | None:
 def _entry(name: str) -> dict[str, Any]:
     e = _stats.get(name)
     if e is None:
-        e = _stats[name] = {"kernel": name, "launches": 0, "recorded": 0, "time_s": 0.0, "grids": {}, "paths": {},
+        e = _stats[name] = {"kernel": name, "launches": 0, "recorded": 0, "replayed": 0, "time_s": 0.0, "grids": {}, "paths": {},
                             "launched_by": None}
     return e
 
@@ -153,9 +153,15 @@ def _graph_call(kernel: Any, names: tuple[str, ...], grid: tuple[int, int, int])
     key = (id(kernel), names, grid)
     call = _graph_calls.get(key)
     if call is None:
+        e = _entry(kernel_name(kernel))
+
         def call(*values: Any) -> None:
             # at replay the recorder hands CPU views of the device's memory: any device is taken
-            execute(kernel, dict(zip(names, values)), grid, None)
+            t0 = time.perf_counter()
+            path = execute(kernel, dict(zip(names, values)), grid, None)
+            e["time_s"] += time.perf_counter() - t0
+            e["replayed"] += 1
+            e["paths"][path] = e["paths"].get(path, 0) + 1
 
         _graph_calls[key] = call
     return call
@@ -224,7 +230,7 @@ def launch(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
 
 
 def stats() -> list[dict[str, Any]]:
-    """Per kernel, for the report: launches, graph recordings, grid sizes, time, paths, a patch-map line."""
+    """Per kernel, for the report: launches, graph recordings and replays, grid sizes, time, paths, a patch-map line."""
     out = []
     for e in _stats.values():
         site = e["launched_by"]

@@ -13,6 +13,7 @@ rounding, which a correct engine on other kernels rounds the other way).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,20 @@ pytestmark = MARKS
 
 
 def _shim_run(checkpoint: Path, out: Path, *extra: str, env_extra: dict[str, str] | None = None):
-    return run(["-m", "cudashim", "run", "--platform", "cpu", str(EXAMPLE / "run.py"), str(checkpoint),
-                "--json", str(out), *extra], env_extra)
+    """run.py under the shim, with the report beside out (out.report.json, .rank0/.rank1 under tp=2)."""
+    return run(["-m", "cudashim", "run", "--platform", "cpu", "--report", str(out.with_suffix(".report.json")),
+                str(EXAMPLE / "run.py"), str(checkpoint), "--json", str(out), *extra], env_extra)
+
+
+def store_kernel_ran(out: Path, tp: int) -> dict:
+    """The triton_kernels entry of nano-vllm's own KV-store kernel in the run's report (rank 0's under tp > 1):
+    the store ran as nano-vllm's Triton kernel on the emulated device, not as a patch."""
+    base = out.with_suffix(".report.json")
+    path = base.with_name(base.stem + ".rank0.json") if tp > 1 else base
+    kernels = {k["kernel"]: k for k in json.loads(path.read_text()).get("triton_kernels", [])}
+    k = kernels["nanovllm.layers.attention:store_kvcache_kernel"]
+    assert k["launched_by"] == "nanovllm.layers.attention:store_kvcache"
+    return k
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +59,7 @@ def eager(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory):
 def test_tp1_eager_passes_the_float64_comparison(eager, judge):
     stdout, out = eager(1)
     assert "tokens/s" in stdout
+    assert store_kernel_ran(out, 1)["launches"] > 0
     assert judge(out, "nano-vllm tp1 eager")
 
 
@@ -92,10 +106,31 @@ def test_the_comparison_rejects_a_token_the_model_did_not_choose(checkpoint, com
     assert bad["prompts"][0]["failed_steps"][0] == t
 
 
+def test_triton_store_kernel_run_equals_the_patch_map_run(checkpoint, eager, judge, tmp_path):
+    """nano-vllm's own Triton store kernel (the route) against the portable store of the patch map
+    (examples/nano_vllm/cudashim.toml plus its former cpu line): the same tokens, and both pass compare.py."""
+    _, triton_out = eager(1)
+    config = tmp_path / "patch-map"
+    config.mkdir()
+    shutil.copy(EXAMPLE / "adapters.py", config)  # replacements resolve beside the config
+    text = (EXAMPLE / "cudashim.toml").read_text()
+    (config / "cudashim.toml").write_text(text.replace(
+        "[patches.ascend]", '[patches.cpu]\n"nanovllm.layers.attention:store_kvcache" = "adapters:store_kvcache"\n\n'
+        "[patches.ascend]"))
+    out = tmp_path / "patch-map.json"
+    r = run(["-m", "cudashim", "run", "--platform", "cpu", "--config", str(config / "cudashim.toml"), "--report",
+             str(out.with_suffix(".report.json")), str(EXAMPLE / "run.py"), str(checkpoint), "--json", str(out)])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    assert not json.loads(out.with_suffix(".report.json").read_text()).get("triton_kernels")  # the patch ran
+    assert json.loads(out.read_text())["token_ids"] == json.loads(triton_out.read_text())["token_ids"]
+    assert judge(out, "nano-vllm tp1 eager, patch map") and judge(triton_out, "nano-vllm tp1 eager, Triton kernel")
+
+
 def test_tp2_eager_passes_the_float64_comparison(eager, judge):
     """Two processes (nano-vllm's own spawn + shared-memory RPC), NCCL → gloo under the shim."""
     stdout, out = eager(2)
     assert "tokens/s" in stdout
+    assert store_kernel_ran(out, 2)["launches"] > 0
     assert judge(out, "nano-vllm tp2 eager")
 
 
@@ -112,5 +147,7 @@ def test_cuda_graphs_on_the_emulated_device_match_eager_and_pass_the_comparison(
     r = _shim_run(checkpoint, out, "--tp", str(tp), "--graphs", env_extra={"CUDASHIM_CPU_DEVICES": str(tp)})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     assert f"tp={tp}, graphs)" in r.stdout
+    k = store_kernel_ran(out, tp)
+    assert k["recorded"] > 0 and k["replayed"] > 0  # the store kernel captured in the decode graphs, replayed
     assert json.loads(out.read_text())["token_ids"][0] == json.loads(eager_out.read_text())["token_ids"][0]
     assert judge(out, f"nano-vllm tp{tp} graphs")

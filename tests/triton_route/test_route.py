@@ -19,7 +19,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SCRIPT = HERE / "scripts" / "route_cases.py"
-GAPS = ["in_place", "float_scalar", "libdevice", "bf16_add", "bf16_round", "bf16_rmsnorm", "graph_replay", "compiled"]
+GAPS = ["in_place", "float_scalar", "libdevice", "loop_index", "bf16_add", "bf16_round", "bf16_rmsnorm", "graph_replay", "compiled"]
 
 
 def _run(*cases: str, interpret: bool = False) -> dict:
@@ -84,6 +84,11 @@ def test_libdevice_functions(route: dict, stock: dict) -> None:
     assert stock["libdevice"][0] != "ok"
 
 
+def test_range_loop_index_is_a_tensor(route: dict, stock: dict) -> None:
+    assert ok(route, "loop_index") is True
+    assert stock["loop_index"][0] != "ok"
+
+
 def test_bf16_arithmetic_in_fp32_rounded(route: dict, stock: dict) -> None:
     assert ok(route, "bf16_add") is True
     assert stock["bf16_add"] != ["ok", True]
@@ -120,6 +125,10 @@ def test_torch_compile(route: dict, stock: dict) -> None:
     assert stock["compiled"][0] != "ok"
 
 
+def test_torch_compile_when_dynamo_loaded_triton_itself(route: dict) -> None:
+    assert ok(route, "dynamo_first") == "[5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0]"
+
+
 def test_cpu_tensor_refused_as_triton_does(route: dict) -> None:
     assert route["cpu_tensor"] == ["ValueError", "Pointer argument (at 0) cannot be accessed from Triton (cpu tensor?)"]
 
@@ -138,3 +147,21 @@ def test_execution_seam_and_launch_check(route: dict) -> None:
     assert r["declined_ran_interpreter"] and r["taken"]
     assert r["seen"] == [["add_kernel", "(1, 1, 1)", "['BLOCK', 'n', 'out_ptr', 'x_ptr', 'y_ptr']"]]
     assert r["paths"]["interpreter|decline: not this one"] == 1 and r["paths"]["take"] == 1
+
+
+def test_report_lists_each_kernel_with_a_patch_map_line(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--report", str(report),
+                           str(SCRIPT), "vector_add", "graph_replay"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "triton: 1 kernel(s)" in proc.stderr and "recorded in CUDA graphs" in proc.stderr
+    (k,) = json.loads(report.read_text())["triton_kernels"]
+    assert k["kernel"] == "__main__:add_kernel"
+    assert k["launches"] == 2 and k["recorded"] == 1 and k["replayed"] == 2  # 1 + 1 eager, 1 captured, 2 replays
+    assert k["grids"] == {"4x1x1": 1, "1x1x1": 2}  # vector_add: cdiv(1000, 256); graph_replay: eager + captured
+    assert k["time_s"] > 0 and k["paths"] == {"interpreter": 4}
+    assert k["launched_by"] == "__main__:vector_add"
+    assert k["patch_map_line"] == '"__main__:vector_add" = "your_module:vector_add"'

@@ -245,6 +245,47 @@ def compiled():
     return bool(torch.allclose(r, (x * 2 + y).sin()))
 
 
+@triton.jit
+def loop_kernel(x_ptr, o_ptr, NT, BLOCK: tl.constexpr):
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for i_t in range(NT):
+        i64 = i_t.to(tl.int64)  # compiled, a loop index is a tensor
+        acc += tl.load(x_ptr + i64 * BLOCK + tl.arange(0, BLOCK))
+    tl.store(o_ptr + tl.arange(0, BLOCK), acc)
+
+
+def loop_index():
+    x = torch.randn(5, 16, device=DEV)
+    o = torch.empty(16, device=DEV)
+    loop_kernel[(1,)](x, o, 5, BLOCK=16)
+    return bool(torch.allclose(o, x.sum(0)))
+
+
+def dynamo_first():
+    """torch._dynamo imported before Triton (it imports Triton itself, half-way): a launch under
+    torch.compile is still a graph break, never traced."""
+    import subprocess
+
+    code = ("import torch, torch._dynamo, triton, triton.language as tl\n"
+            "@triton.jit\n"
+            "def k(x_ptr, o_ptr, B: tl.constexpr):\n"
+            "    o = tl.arange(0, B)\n"
+            "    tl.store(o_ptr + o, tl.load(x_ptr + o) * 3)\n"
+            "def f(x):\n"
+            "    o = torch.empty_like(x)\n"
+            "    k[(1,)](x + 1, o, B=8)\n"
+            "    return o - 1\n"
+            "x = torch.ones(8, device='cuda')\n"
+            "print(torch.compile(f)(x).tolist())\n")
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(), "dynamo_first.py")  # @triton.jit needs its source in a file
+    with open(path, "w") as f:
+        f.write(code)
+    r = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
+    return r.stdout.strip().splitlines()[-1] if r.returncode == 0 else "failed: " + r.stderr[-600:]
+
+
 def cpu_tensor():
     x = torch.ones(10)
     add_kernel[(1,)](x, x, x, 10, BLOCK=16)
@@ -281,7 +322,7 @@ def seam():
     from cudashim.triton_route import launch
 
     seen = []
-    triton_route.add_launch_check("cpu", lambda k, grid, bound: seen.append((k.fn.__name__, grid, sorted(bound))))
+    triton_route.add_launch_check(triton_route.installed(), lambda k, grid, bound: seen.append((k.fn.__name__, grid, sorted(bound))))
     triton_route.add_executor("decline", lambda k, bound, grid: "not this one")
     x, y = torch.ones(8, device=DEV), torch.ones(8, device=DEV)
     o = torch.zeros(8, device=DEV)
@@ -303,7 +344,7 @@ CASES = {
     "jit_type": jit_type, "driver": driver, "vector_add": vector_add, "in_place": in_place,
     "float_scalar": float_scalar, "libdevice": libdevice_fns, "bf16_add": bf16_add, "bf16_round": bf16_round,
     "bf16_rmsnorm": bf16_rmsnorm, "autotune_nested": autotune_nested, "heuristics": heuristics,
-    "graph_replay": graph_replay, "compiled": compiled, "cpu_tensor": cpu_tensor, "warmup": warmup,
+    "graph_replay": graph_replay, "compiled": compiled, "loop_index": loop_index, "dynamo_first": dynamo_first, "cpu_tensor": cpu_tensor, "warmup": warmup,
     "n_regs": n_regs, "inline_asm": inline_asm, "seam": seam,
 }
 
