@@ -349,9 +349,10 @@ def _track_tiles(original: Callable[..., Any] | None) -> Callable[..., Any]:
                 _state.ub_warned.add(_state.kernel)
                 warnings.warn(
                     f"Triton kernel {_state.kernel}: a program's live tiles reach {_state.live // 1024} KiB, more "
-                    f"than the {UB_BYTES // 1024} KiB Unified Buffer of an Ascend AI core; bishengir-compile would "
-                    "likely fail with `ub overflow` there. Use smaller BLOCK sizes (loop over the row), or check "
-                    "on hardware [simulated NPU; the bytes are an estimate from the interpreter's blocks]",
+                    f"than the {UB_BYTES // 1024} KiB Unified Buffer of an Ascend AI core; bishengir-compile may "
+                    "fail there with `ub overflow`. Use smaller BLOCK sizes (loop over the row), or check on "
+                    "hardware [simulated NPU; an estimate: the interpreter's value blocks alive at once, tl.dot's "
+                    "included, where bishengir fuses, multi-buffers and places tiles its own way]",
                     UnifiedBufferWarning, stacklevel=2)
 
     return __post_init__

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
-import types
 import zipfile
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pytest
 
 from cudashim.triton_route import ascend_compile
 
-__all__ = ["need_wheel", "wheel_line", "wheel_string", "store_kvcache_kernel"]
+__all__ = ["need_wheel", "wheel_line", "wheel_string"]
 
 
 def need_wheel() -> Path:
@@ -39,20 +37,3 @@ def wheel_string(path: str, lineno: int) -> str:
         raise LookupError(f"no string on {path}:{lineno}: {line}")
     text = ast.literal_eval('"' + m.group(2) + '"')
     return text.split("{")[0] if m.group(1) else text
-
-
-def store_kvcache_kernel():
-    """nano-vllm's own kernel (installed, pinned). Its module imports flash_attn at the top, which this
-    CPU box lacks; a placeholder lets the import through (the kernel itself does not use it)."""
-    if "flash_attn" not in sys.modules:
-        stub = types.ModuleType("flash_attn")
-        stub.flash_attn_varlen_func = stub.flash_attn_with_kvcache = None  # type: ignore[attr-defined]
-        sys.modules["flash_attn"] = stub
-        try:
-            from nanovllm.layers.attention import store_kvcache_kernel as k
-        finally:
-            del sys.modules["flash_attn"]
-        return k
-    from nanovllm.layers.attention import store_kvcache_kernel as k
-
-    return k

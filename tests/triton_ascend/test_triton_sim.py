@@ -58,6 +58,23 @@ def test_the_route_corpus_runs_on_the_simulated_npu() -> None:
     assert out["inline_asm"][0] == "CapabilityError"
 
 
+def test_the_tutorial_kernels_and_nano_vllms_store_run_and_compile_for_ascend(tmp_path: Path) -> None:
+    """The Triton tutorials' kernels (vector add, fused softmax, layer norm forward and backward with its
+    atomic lock, the autotuned matmul at its first configuration, 128x256x64, with a nested activation) and
+    nano-vllm's store_kvcache, launched on the simulated NPU: equal to torch, and each compiles through the
+    triton-ascend wheel's frontend (CUDASHIM_TRITON_ASCEND_COMPILE=1)."""
+    report = tmp_path / "r.json"
+    errs = _sim(Path(__file__).parent / "scripts" / "sim_tutorials.py", report=report,
+                env={"CUDASHIM_TRITON_ASCEND_COMPILE": "1"})
+    assert errs["matmul"] < 0.05  # fp16 output of sums up to ~50 against an fp32 reference
+    assert {k: v for k, v in errs.items() if k != "matmul" and v > 1e-5} == {}
+    rows = {r["kernel"]: r["compiles_for_ascend"] for r in json.loads(report.read_text())["npu_readiness"]["triton_kernels"]}
+    assert set(rows) == {f"tutorial_kernels:{k}" for k in (
+        "add_kernel", "softmax_kernel", "_layer_norm_fwd_fused", "_layer_norm_bwd_dx_fused", "_layer_norm_bwd_dwdb",
+        "matmul_kernel")} | {"nanovllm.layers.attention:store_kvcache_kernel"}
+    assert set(rows.values()) == {"yes"}, rows
+
+
 def test_refusals_in_triton_ascends_words(checks: tuple[dict, dict]) -> None:
     out, _ = checks
     assert out["grid"][0] == "CapabilityError" and wheel_string("triton/runtime/jit.py", 690) in out["grid"][1]
