@@ -140,6 +140,9 @@ def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int], devi
     """EXECUTE: the faster executors first, the exact interpreter for what none took. Returns the path
     that ran ("interpreter" or an executor's name) and, after a '|', the reasons executors gave."""
     reasons = []
+    if device_type is not None and _executors:  # before any executor touches the memory
+        for i, a in enumerate(bound.values()):
+            interpreter._device_check(a, i, device_type)
     for name, executor in _executors:
         reason = executor(kernel, bound, grid)
         if reason is None:
