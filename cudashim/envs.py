@@ -207,6 +207,11 @@ _READ_ROWS: "dict[str, tuple[Callable[[str, str], object], object, str]]" = {
                              "(default: its davinci device nodes, 8)"),
     "CUDASHIM_WHEEL_CACHE": (_str, None, "folder holding the torch-npu wheel the simulated NPU's torch_npu is "
                              "assembled from (default ~/.cache/cudashim/wheels; scripts/install fills it)"),
+    "CUDASHIM_TRITON_ASCEND_COMPILE": (_bool, False, "1 on the simulated NPU: compile each launched Triton kernel "
+                                       "through the triton-ascend wheel's frontend (no CANN) for the readiness "
+                                       "report"),
+    "TRITON_ALL_BLOCKS_PARALLEL": (_str, None, "triton-ascend's switch lifting its 65,535-program grid limit; the "
+                                   "simulated NPU reads it as triton-ascend does"),
     "CUDASHIM_DEBUG": (_bool, False, "trace what the shim does on stderr"),
     "CUDA_VISIBLE_DEVICES": (_str, None, "CUDA's visible devices"),
     "ASCEND_RT_VISIBLE_DEVICES": (_str, None, "CANN's visible devices"),

@@ -22,7 +22,10 @@ Run by the import hook right after ``import torch`` when the platform is ``ascen
      ``cudashim.platform.capabilities.require``;
    * what the CUDA idiom table found failing on the simulated NPU that fails on the real path too
      (_npu_gaps.py: NVTX markers, legacy ``torch.cuda.*Tensor`` names in ``Tensor.type``, ``is_cuda``
-     in compiled code, ``nn.DataParallel`` refused).
+     in compiled code, ``nn.DataParallel`` refused);
+   * Triton, once imported: triton-ascend's libdevice mapped, or upstream Triton's first launch refused
+     naming triton-ascend (triton_route/ascend_hardware.py); on the simulated NPU, triton-ascend's
+     refusals and language names (triton_route/ascend.py).
 
 ``torch.version.cuda`` policy: left as it is (``None`` with the CPU torch that torch_npu runs on).
 It names the CUDA toolkit torch was built against; code reads it to choose nvcc, cuBLAS or Triton's
@@ -45,7 +48,7 @@ from .. import report, triton_route
 from ..platform import capabilities
 from ..errors import CapabilityError, CudashimError
 from . import probes
-from ._common import Bindings
+from ._common import Bindings, when_imported
 from ._npu_enforce import ENFORCED, enforce_capabilities
 from ._npu_gaps import fill_gaps
 from ._npu_memory import ALLOCATOR_KEYS, fill_memory
@@ -183,6 +186,44 @@ def _report_aliases(torch: Any, npu: Any) -> None:
         _bindings.bind(torch.cuda, name, value, api=f"torch.cuda.{name}")
 
 
+# ---- Triton ----------------------------------------------------------------------------------------------
+
+def _wire_triton() -> None:
+    """Once triton is imported: on a real NPU host triton-ascend wired or upstream Triton refused
+    (triton_route/ascend_hardware.py); on the simulated NPU triton-ascend's refusals and names
+    (triton_route/ascend.py)."""
+    from .. import hardware
+
+    simulated = hardware.simulated_root() is not None
+    if simulated:  # launches run as on the emulated device, with triton-ascend's launch check first
+        from ..triton_route import ascend
+
+        triton_route.install(PLATFORM)
+        triton_route.add_launch_check(PLATFORM, ascend.check_launch)
+
+    def on_triton(mod: Any) -> None:
+        if not _installed:
+            return
+        if simulated:
+            from ..triton_route import ascend
+
+            ascend.install()
+        else:
+            from ..triton_route import ascend_hardware
+
+            ascend_hardware.install(mod)
+
+    when_imported("triton", on_triton)
+
+
+def _unwire_triton() -> None:
+    from ..triton_route import ascend, ascend_hardware
+
+    triton_route.remove_launch_check(PLATFORM, ascend.check_launch)
+    ascend.uninstall()
+    ascend_hardware.uninstall()
+
+
 # ---- entry points --------------------------------------------------------------------------------------
 
 def install() -> None:
@@ -203,10 +244,7 @@ def install() -> None:
         probes.install(PLATFORM, real)
         enforce_capabilities(_bindings, lambda: _installed)
         fill_gaps(_bindings, torch, lambda: _installed)
-        from .. import hardware
-
-        if hardware.simulated_root() is not None:  # the simulated NPU: Triton kernels run on its memory
-            triton_route.install(PLATFORM)
+        _wire_triton()
         if report.enabled():
             _report_aliases(torch, npu)
     except BaseException:
@@ -220,6 +258,7 @@ def uninstall() -> None:
     _installed = False
     triton_route.uninstall()
     probes.uninstall()
+    _unwire_triton()
     _bindings.restore()
 
 

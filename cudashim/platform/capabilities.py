@@ -206,7 +206,10 @@ TABLE: tuple[Capability, ...] = (
          cpu=Entry(U, RAISE_CALL, "L3", "CUDA sources do not build for the emulated device", _PATCH)),
     _cap("triton_kernels", "Triton kernels", "triton.jit kernel",
          nvidia=Entry(N, RAISE_CALL, "L0", "Triton CUDA backend"),
-         ascend=Entry(U, RAISE_CALL, "L0", "no Triton NPU backend is wired in", _PATCH),
+         ascend=Entry(N, RAISE_CALL, "L1", "through triton-ascend, its libdevice mapped onto its own functions (checked "
+               "against the triton-ascend 3.2.0 wheel's files and frontend, not run on an NPU); with upstream Triton "
+               "the first launch raises naming triton-ascend; the simulated NPU refuses and warns as triton-ascend "
+               "would (L1s)", "pip install triton-ascend and source CANN's set_env.sh"),
          cpu=Entry(E, RAISE_CALL, "L3", "unchanged @triton.jit kernels (autotune, heuristics, nested jit) run "
                "through Triton's interpreter on the device's memory in place, with its gaps closed (float scalars, "
                "libdevice, bf16 computed in fp32 and rounded to nearest even, range loop indices); autotuning takes "

@@ -9,6 +9,11 @@ where a dtype check of torch_npu's own kernel refused the call, coverage.refusal
 `dtype_check`), the dtype rule of torch_npu's documentation it meets (torch_npu_dtypes.json, reported
 only), how often it ran, the first call site in user code, and the first error it raised. The report's JSON holds it under "npu_readiness";
 stderr gets one summary line at exit. With the report off nothing here is loaded.
+
+Triton kernels: every kernel the program launched on the simulated NPU (triton_route/ascend.py hands its
+record over through `triton_source`), with its launches, largest grid, first call site, and "compiles for
+Ascend": yes, no (the triton-ascend wheel's own reason), or not checked (the check is opt-in:
+CUDASHIM_TRITON_ASCEND_COMPILE=1).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 from .. import report
 from ..emulated.npu import coverage
 
-__all__ = ["install", "snapshot", "summary", "dtype_rule", "capture_refused", "CAPTURE_REFUSAL_MARK"]
+__all__ = ["install", "snapshot", "summary", "dtype_rule", "capture_refused", "CAPTURE_REFUSAL_MARK", "triton_source"]
 
 _DTYPES_PATH = coverage.release_file("torch_npu_dtypes.json")
 # (op, dtype) -> [status, since, calls, first call site, dtype rule or None, first error or None,
@@ -34,6 +39,13 @@ _mode: Any = None
 _refusals: dict[str, list[Any]] = {}
 #: what every refusal the core raises inside a capture on the simulated NPU says (emulated/npu/graphs.py)
 CAPTURE_REFUSAL_MARK = "captured into an NPU graph"
+# () -> one dict per Triton kernel launched on the simulated NPU (triton_route/ascend.py's launches)
+_triton: list[Any] = []
+
+
+def triton_source(produce: Any) -> None:
+    """Where the Triton kernels of the report come from (the simulated NPU's Triton launch check)."""
+    _triton[:] = [produce]
 
 
 @functools.lru_cache(maxsize=1)
@@ -147,7 +159,8 @@ def snapshot() -> dict[str, Any]:
             "summary": counts, "dtype_rules_met": sum(1 for o in ops if o["dtype_rule"]),
             "errors": sum(1 for o in ops if o["error"]), "ops": ops,
             "graph_capture_refusals": [{"refusal": k, "calls": e[0], "first_call_site": e[1]}
-                                       for k, e in sorted(_refusals.items())]}
+                                       for k, e in sorted(_refusals.items())],
+            "triton_kernels": _triton[0]() if _triton else []}
 
 
 def summary(data: dict[str, Any]) -> str:
@@ -160,6 +173,13 @@ def summary(data: dict[str, Any]) -> str:
         r = refusals[0]
         named += ("; " if named else "") + (f"{sum(x['calls'] for x in refusals)} graph-capture refusal(s), first: "
                                              f"{r['refusal'][:120]} at {r['first_call_site']}")
+    kernels = data.get("triton_kernels", [])
+    if kernels:
+        verdicts = [k["compiles_for_ascend"] for k in kernels]
+        named += ("; " if named else "") + (
+            f"{len(kernels)} Triton kernel(s): {verdicts.count('yes')} compile for Ascend, "
+            f"{sum(v.startswith('no (') for v in verdicts)} do not, "
+            f"{sum(v.startswith('not checked') for v in verdicts)} not checked")
     return (f"cudashim ascend readiness (simulated, torch_npu {data['torch_npu']}): {len(data['ops'])} operator/dtype "
             f"pairs ran: {c.get('native', 0)} native, {c.get('composite', 0)} composite, {c.get('fallback', 0)} CPU "
             f"fallback, {c.get('fails', 0)} fail; {data['dtype_rules_met']} outside the documented dtypes"

@@ -304,6 +304,7 @@ def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tu
     try:
         _close_gaps(scope, name)
         libdevice.patch(scope, jit_fn.fn.__globals__, lambda: name)
+        _patch_global_builtins(scope, jit_fn.fn.__globals__)
         executor = (m.GridExecutor if copy else _in_place())(rewritten, interp.arg_names, grid, [])
         executor(*args, **kwargs)
     except m.InterpreterError as e:
@@ -323,10 +324,27 @@ def nested_call(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     lang = _interp()._patch_lang(jit_fn.fn)
     try:
         libdevice.patch(scope, jit_fn.fn.__globals__, lambda: _kernel_name(jit_fn))
+        _patch_global_builtins(scope, jit_fn.fn.__globals__)
         return interp.rewrite()(*args, **kwargs)
     finally:
         scope.restore()
         lang.restore()
+
+
+def _patch_global_builtins(scope: _Scope, fn_globals: dict[str, Any]) -> None:
+    """Triton builtins a kernel imported by name (`from triton.language.math import rsqrt`): stock, the
+    interpreter binds builtins only as attributes of triton.language, so these raise for want of _semantic."""
+    import triton.language as tl
+
+    m = _interp()
+    for key, value in list(fn_globals.items()):
+        if (callable(value) and tl.core.is_builtin(value) and not isinstance(value, type)
+                and str(getattr(value, "__module__", "")).startswith("triton.language")):
+            def bound(*args: Any, _fn: Any = value, **kwargs: Any) -> Any:
+                kwargs.pop("_semantic", None)
+                return _fn(*args, _semantic=m.interpreter_semantic, **kwargs)
+
+            scope.set(fn_globals, key, bound)
 
 
 def _kernel_name(jit_fn: Any) -> str:
