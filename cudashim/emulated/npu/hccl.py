@@ -18,24 +18,54 @@ from ..distributed import flat_collectives, named_groups
 __all__ = ["register", "ProcessGroupHCCL"]
 
 
-class ProcessGroupHCCL:
-    """torch_npu._C._distributed_c10d.ProcessGroupHCCL's name; the groups themselves are Gloo's."""
+class _Options:
+    """ProcessGroupHCCL.Options: what torch_npu's backend creator sets on it (timeout, ranks, group id)."""
 
-    class Options:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self.hccl_config: dict[str, Any] = {}
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        import datetime
+
+        self.hccl_config: dict[str, Any] = {}
+        self._timeout = datetime.timedelta(minutes=30)
+        self.is_high_priority_stream = False
+        self.global_ranks_in_group: list[int] = []
+        self.group_id = ""
 
 
-def register(torch: Any, core: Any) -> None:
-    import torch.distributed as dist
+class _GroupMeta(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        import torch.distributed as dist
 
-    if not dist.is_available() or "hccl" in dist.Backend.backend_list:
-        return
+        return isinstance(obj, dist.ProcessGroupGloo)
 
-    def create(store: Any, rank: int, size: int, timeout: Any) -> Any:
+
+class ProcessGroupHCCL(metaclass=_GroupMeta):
+    """torch_npu._C._distributed_c10d.ProcessGroupHCCL: constructing one (as torch_npu's registered
+    "hccl" backend creator does: store, rank, size, options) makes the Gloo group underneath."""
+
+    Options = _Options
+
+    def __new__(cls, store: Any, rank: int, size: int, options: Any = None) -> Any:
+        import torch.distributed as dist
+
+        timeout = getattr(options, "_timeout", None)
+        if timeout is None:
+            return dist.ProcessGroupGloo(store, rank, size)
         return dist.ProcessGroupGloo(store, rank, size, timeout)
 
-    dist.Backend.register_backend("hccl", create, devices=["npu", "cpu"])
+
+def register(torch: Any, core: Any, backend: bool = True) -> None:
+    """backend=False: the wheel's torch_npu registers the "hccl" backend itself (over ProcessGroupHCCL);
+    here only the core's collectives for npu tensors and the groups' cpu side are set up."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or (backend and "hccl" in dist.Backend.backend_list):
+        return
+
+    if backend:
+        def create(store: Any, rank: int, size: int, timeout: Any) -> Any:
+            return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+        dist.Backend.register_backend("hccl", create, devices=["npu", "cpu"])
     dist.is_hccl_available = lambda: True
     core.register_collectives()
     Tensor = torch.Tensor
