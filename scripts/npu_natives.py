@@ -80,7 +80,7 @@ def _scan_source(text: str) -> set[str]:
             d = _dotted(node.args[0])
             if d:
                 found.add(f"{resolve(d)}.{node.args[1].value}")
-    return {f for f in found if f.startswith(_PREFIX + ".")}
+    return {f for f in found if f.startswith(_PREFIX + ".") and not f.split(".")[2].startswith("__")}
 
 
 def _modules_of(names: set[str]) -> set[str]:
@@ -114,44 +114,33 @@ def static_scan(wheel: Path) -> dict[str, list[str]]:
 
 
 _TRACE = r"""
-import json, sys, types, importlib
-seen = {}
-import torch_npu._C as C
-def watch(mod, key):
-    class Watched(types.ModuleType):
-        def __getattribute__(self, name):
-            if not name.startswith("__"):
-                seen.setdefault(key, set()).add(name)
-            return super().__getattribute__(name)
-    mod.__class__ = Watched
-watch(C, "_C")
-for sub in list(vars(C)):
-    m = vars(C)[sub]
-    if isinstance(m, types.ModuleType) and m.__name__.startswith("torch_npu._C."):
-        watch(m, "_C." + sub)
-import torch_npu
-names = json.loads(sys.argv[1])
-for n in names:
+import importlib, json, sys
+for name in json.loads(sys.argv[1]):
     try:
-        importlib.import_module(n)
+        importlib.import_module(name)
     except BaseException:
         pass
-print(json.dumps({k: sorted(v) for k, v in seen.items()}))
 """
 
 
 def trace_imports(modules: list[str]) -> dict[str, list[str]]:
     """{_C or _C.<sub>: names} read while importing every module of the package over the simulated _C."""
-    env = dict(os.environ, CUDASHIM_SIMULATE="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # the simulated torch_npu alone: no shim activated (CUDASHIM_DISABLE), its site and this checkout first
+    env = dict(os.environ, CUDASHIM_DISABLE="1", PYTHONPATH=str(ROOT))
     from cudashim.emulated.npu.site import prepare
 
     site = prepare()
     env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
-    proc = subprocess.run([sys.executable, "-c", _TRACE, json.dumps(modules)], capture_output=True, text=True,
-                          env=env, timeout=900, cwd=ROOT)
-    if proc.returncode != 0:
-        raise SystemExit(f"import tracing failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "trace.json"
+        env["CUDASHIM_TRACE_NATIVES"] = str(out)
+        proc = subprocess.run([sys.executable, "-c", _TRACE, json.dumps(["torch_npu", *modules])], capture_output=True,
+                              text=True, env=env, timeout=900, cwd=tmp)
+        if not out.is_file():
+            raise SystemExit(f"import tracing failed:\n{proc.stderr[-3000:]}")
+        return json.loads(out.read_text())
 
 
 def build() -> dict:

@@ -387,6 +387,10 @@ class _Properties:
         self.cube_core_num = p.cube_core_num
         self.vector_core_num = p.vector_core_num
         self.L2_cache_size = p.L2_cache_size
+        # read by code written for CUDA (grid sizing, Inductor's heuristics) through torch.cuda aliases
+        self.multi_processor_count = p.multi_processor_count
+        self.major, self.minor = p.major, p.minor
+        self.gcnArchName = p.gcnArchName
         self.uuid = f"simulated-npu-{id(self):x}"
 
     def __repr__(self) -> str:
@@ -896,6 +900,18 @@ def _init_extension(torch: Any, core: Any) -> None:
     # THNPModule_initExtension fills torch_npu.npu.default_generators, one per device
     npu.default_generators = tuple(core.default_generator(i) for i in range(int(core.device_count())))
     compile_.register(torch)
+    # torch_npu's own Inductor backend (torch_npu/_inductor) generates Triton-Ascend kernels, which need
+    # an NPU; the simulated NPU compiles npu graphs with Inductor's C++ code generator (compile.py), so
+    # torch_npu's registration is switched off through its own switch
+    from torch_npu.utils._dynamo import disable_register_inductor_npu
+
+    disable_register_inductor_npu()
+    import torch.distributed as dist
+
+    if dist.is_available() and "hccl" in dist.Backend.backend_capability:
+        # torch_npu registered "hccl" for npu; the simulated group is Gloo's, whose npu collectives the
+        # core hands over as cpu tensors of the same memory: the group needs its cpu side too
+        dist.Backend.backend_capability["hccl"] = ["npu", "cpu"]
     # torch_npu initializes the runtime on the first call that needs the device (its C++
     # npu_lazy_init); the core cannot call back on a first allocation, so the simulated runtime is
     # initialized here, as the old stand-in was: statistics answer from the first tensor on
@@ -904,3 +920,30 @@ def _init_extension(torch: Any, core: Any) -> None:
         from ...report import readiness
 
         readiness.install(torch)
+
+
+def trace_if_asked(module: Any) -> None:
+    """With CUDASHIM_TRACE_NATIVES=<file>, every name read on torch_npu._C and its children is recorded
+    and written there as JSON at exit (scripts/npu_natives.py's import-time tracing)."""
+    out = os.environ.get("CUDASHIM_TRACE_NATIVES")
+    if not out:
+        return
+    import atexit
+    import json
+
+    seen: dict[str, set[str]] = {}
+
+    def watch(mod: types.ModuleType, key: str) -> None:
+        class Watched(types.ModuleType):
+            def __getattribute__(self, name: str) -> Any:
+                if not name.startswith("__"):
+                    seen.setdefault(key, set()).add(name)
+                return super().__getattribute__(name)
+
+        mod.__class__ = Watched
+
+    watch(module, "_C")
+    for name, value in list(vars(module).items()):
+        if isinstance(value, types.ModuleType) and value.__name__.startswith("torch_npu._C."):
+            watch(value, f"_C.{name}")
+    atexit.register(lambda: open(out, "w").write(json.dumps({k: sorted(v) for k, v in seen.items()})))

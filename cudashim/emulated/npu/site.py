@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ...errors import CudashimError
 
-__all__ = ["WHEEL_SPEC", "wheel_cache", "find_wheel", "fetch_wheel", "prepare", "package_modules", "wheel_members",
+__all__ = ["WHEEL_SPEC", "wheel_cache", "find_wheel", "fetch_wheel", "prepare", "package_modules", "wheel_members", "alone_env",
            "SimulatorWheelMissing"]
 
 WHEEL_SPEC = "torch-npu==2.13.0"
@@ -150,3 +150,17 @@ def prepare() -> Path:
     if str(dest) not in sys.path:
         sys.path.insert(0, str(dest))
     return dest
+
+
+def alone_env(root: Path, environ: "dict[str, str] | None" = None) -> dict[str, str]:
+    """The environment that runs the simulated torch_npu alone (no shim: `import torch_npu` is the
+    wheel's package over the simulated _C, as on a host with an NPU): the assembled site and the
+    checkout `root` on PYTHONPATH, the shim's bootstrap off."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()
+           if not k.startswith(("CUDASHIM_", "ASCEND_RT_"))}
+    for keep in ("CUDASHIM_BUILD_DIR", "CUDASHIM_WHEEL_CACHE", "CUDASHIM_NPU_DEVICES", "CUDASHIM_CANN_VERSION"):
+        if environ is None and keep in os.environ:
+            env[keep] = os.environ[keep]
+    env["PYTHONPATH"] = os.pathsep.join([str(prepare()), str(root)])
+    env["CUDASHIM_DISABLE"] = "1"
+    return env

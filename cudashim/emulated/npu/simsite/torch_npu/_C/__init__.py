@@ -7,6 +7,7 @@ PrivateUse1, named npu) is started, torch_npu's operators are registered under t
 every name the wheel's Python calls is defined (cudashim/emulated/npu/natives.py). Nothing here talks
 to an NPU.
 """
+import sys as _sys
 from pathlib import Path as _Path
 
 import torch as _torch
@@ -16,3 +17,4 @@ from cudashim.emulated.npu import device as _device, natives as _natives
 _core = _device.start(_torch)
 globals().update(_natives.build(_torch, _core))
 _natives.register_operators(_torch, _core, _Path(__file__).resolve().parent.parent.parent)
+_natives.trace_if_asked(_sys.modules[__name__])
