@@ -38,19 +38,55 @@ class _GroupMeta(type):
         return isinstance(obj, dist.ProcessGroupGloo)
 
 
+_KEEP: list[Any] = []  # the Python side of each backend made: torch_npu reaches it again through _get_backend
+
+
+def _gloo_class(core: Any) -> type:
+    """Gloo with the methods torch_npu's Python calls on the npu backend directly (its gather built from
+    allgather, torch_npu/distributed/distributed_c10d.py) taking npu tensors: CPU views of the same
+    memory go to Gloo, so the results land in the caller's tensors. Calls through the dispatcher reach
+    the core's collectives instead (they do the same in C++)."""
+    import torch
+    import torch.distributed as dist
+
+    def host(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return core.cpu_view(x) if x.device.type == "npu" else x
+        if isinstance(x, (list, tuple)):
+            return type(x)(host(v) for v in x)
+        return x
+
+    class ProcessGroupHCCLOverGloo(dist.ProcessGroupGloo):
+        def allgather(self, output_tensors: Any, input_tensors: Any, *args: Any) -> Any:
+            return super().allgather(host(output_tensors), host(input_tensors), *args)
+
+        def gather(self, output_tensors: Any, input_tensors: Any, *args: Any) -> Any:
+            return super().gather(host(output_tensors), host(input_tensors), *args)
+
+        def allreduce(self, tensors: Any, *args: Any) -> Any:
+            return super().allreduce(host(tensors), *args)
+
+        def broadcast(self, tensors: Any, *args: Any) -> Any:
+            return super().broadcast(host(tensors), *args)
+
+    return ProcessGroupHCCLOverGloo
+
+
 class ProcessGroupHCCL(metaclass=_GroupMeta):
     """torch_npu._C._distributed_c10d.ProcessGroupHCCL: constructing one (as torch_npu's registered
     "hccl" backend creator does: store, rank, size, options) makes the Gloo group underneath."""
 
     Options = _Options
+    _core: Any = None
 
     def __new__(cls, store: Any, rank: int, size: int, options: Any = None) -> Any:
         import torch.distributed as dist
 
+        make = _gloo_class(cls._core) if cls._core is not None else dist.ProcessGroupGloo
         timeout = getattr(options, "_timeout", None)
-        if timeout is None:
-            return dist.ProcessGroupGloo(store, rank, size)
-        return dist.ProcessGroupGloo(store, rank, size, timeout)
+        group = make(store, rank, size) if timeout is None else make(store, rank, size, timeout)
+        _KEEP.append(group)
+        return group
 
 
 def register(torch: Any, core: Any, backend: bool = True) -> None:
@@ -60,6 +96,7 @@ def register(torch: Any, core: Any, backend: bool = True) -> None:
 
     if not dist.is_available() or (backend and "hccl" in dist.Backend.backend_list):
         return
+    ProcessGroupHCCL._core = core
 
     if backend:
         def create(store: Any, rank: int, size: int, timeout: Any) -> Any:
