@@ -571,7 +571,8 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_getDeviceWithoutSet": lambda: int(core.current_device()),
         "_npu_setDevice": lambda device: dm.set_device(int(device)),
         "_npu_maybeExchangeDevice": lambda device: dm.exchange_device(int(device)),
-        "_npu_synchronize": lambda: None,
+        # aclrtSynchronizeDevice: refused while a capture is open, as CANN's stream capture refuses it
+        "_npu_synchronize": _no_args(graphs.refusing_synchronize(core, lambda device=None: None)),
         "_npu_canDeviceAccessPeer": lambda device_id, peer_device_id: (dm.index(device_id), dm.index(peer_device_id)) and True,
         "_npu_getDeviceName": lambda: dm.get_device_name(),
         "_npu_getDeviceProperties": lambda device_id: _Properties(dm.get_device_properties(device_id)),
@@ -776,8 +777,15 @@ def settings_from_env(environ: Any) -> None:
         _SETTINGS.update(parse_allocator_settings(conf))
 
 
+def _no_args(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda: fn()
+
+
 def _free_total(dm: Any, core: Any, device_id: int) -> tuple[int, int]:
+    """aclrtGetMemInfo: a profiled device's own memory less what it reserves; else the host's."""
     dm.index(device_id)
+    if core.model_active():
+        return dm.memory.capacity_mem_get_info(device_id)
     free, total = dm._mem_get_info(device_id)
     return int(free), int(total)
 
