@@ -112,7 +112,7 @@ def count_constructions(cls: type, e: list[Any]) -> type | None:
             {"__call__": __call__, "__instancecheck__": __instancecheck__, "__subclasscheck__": __subclasscheck__},
         )
         counted = counted_meta(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
-    except TypeError:  # final classes, exotic metaclasses: left as they are, listed without counts
+    except (TypeError, AttributeError):  # final classes, exotic metaclasses (enums): left as they are, listed without counts
         return None
     counted.__cudashim_report__ = e  # type: ignore[attr-defined]
     return counted

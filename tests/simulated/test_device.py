@@ -24,6 +24,8 @@ print(json.dumps({
     "name": torch.cuda.get_device_name(0), "mm": (y @ y.T).cpu().tolist(),
     "tnpu": torch_npu.__file__, "t2n": sys.modules["torch_npu.contrib.transfer_to_npu"].__file__,
     "fa": torch_npu.npu_fusion_attention.__module__,
+    "fa_schema": str(torch_npu.npu_fusion_attention.default._schema).split("(")[0],
+    "init": sys.modules["torch_npu"].__file__,
 }))
 """
 
@@ -44,11 +46,12 @@ def test_npu_tensors_copies_and_transfer_to_npu():
     assert got["z"] == "npu:1" and got["is_cuda"] is True and got["is_npu"] is True
     assert got["count"] == got["npu_count"] == 2
     assert "simulated" in got["name"]
-    assert got["fa"] == "cudashim.emulated.npu._fusion_attention"  # functools.wraps of ops.py's
-    # transfer_to_npu is the wheel's file, byte for byte
+    # torch_npu's operators are torch.ops.npu's, under the schema the wheel lists (ops.py computes it)
+    assert got["fa"] == "torch._ops.npu" and got["fa_schema"] == "npu::npu_fusion_attention"
+    # transfer_to_npu and torch_npu/__init__.py are the wheel's files, byte for byte
     with zipfile.ZipFile(wheel) as zf:
-        real = zf.read("torch_npu/contrib/transfer_to_npu.py")
-    assert open(got["t2n"], "rb").read() == real
+        assert open(got["t2n"], "rb").read() == zf.read("torch_npu/contrib/transfer_to_npu.py")
+        assert open(got["init"], "rb").read() == zf.read("torch_npu/__init__.py")
     assert "SIMULATED" in r.stderr.splitlines()[0]
 
 

@@ -1,9 +1,11 @@
-"""Assemble the simulated torch_npu: our stand-ins (simsite/) plus the wheel's own Python files.
+"""Assemble the simulated torch_npu: the wheel's whole Python package over our simulated native layer.
 
-REAL_FILES are read from the torch-npu wheel built for the installed torch's release, in the wheel
-cache (scripts/install fetches it with `pip download --no-deps`), and written, unchanged, beside the stand-ins into a folder under the
-cache, keyed by the stand-ins' and the wheel's contents. prepare() puts that folder first on
-sys.path so `import torch_npu` finds it. The wheel's code is never part of this repository.
+Every file of the `torch_npu` package of the torch-npu wheel built for the installed torch's release (scripts/install fetches the wheel
+with `pip download --no-deps`) is written, unchanged, into a folder under the cache, except its
+native libraries (the .so files, lib/, include/): in their place stands simsite/torch_npu/_C, the
+project's torch_npu._C over the simulated device's core. The folder is keyed by the wheel's and the
+stand-ins' contents; prepare() puts it first on sys.path so `import torch_npu` finds it. The wheel's
+code is never part of this repository.
 """
 
 from __future__ import annotations
@@ -19,28 +21,34 @@ from pathlib import Path
 from ..._torch_compat import torch_npu_release
 from ...errors import CudashimError
 
-__all__ = ["WHEEL_SPEC", "REAL_FILES", "wheel_cache", "find_wheel", "fetch_wheel", "prepare", "SimulatorWheelMissing"]
+__all__ = ["WHEEL_SPEC", "wheel_cache", "find_wheel", "fetch_wheel", "prepare", "package_modules", "wheel_members", "alone_env",
+           "SimulatorWheelMissing"]
 
 # the torch-npu release built for the installed torch (cudashim/_torch_compat.py decides)
 WHEEL_SPEC = f"torch-npu=={torch_npu_release()}"
 _GLOB = f"torch_npu-{torch_npu_release()}-*.whl"
 _STANDINS = Path(__file__).resolve().parent / "simsite"
 
-#: the wheel's files that run as they are on the simulated NPU (docs: README "Testing an Ascend port")
-REAL_FILES = (
-    "torch_npu/contrib/transfer_to_npu.py",
-    "torch_npu/contrib/apis_config.json",
-    "torch_npu/_init/patches/monkey_patches.py",
-    "torch_npu/_init/patches/patch_manager.py",
-    "torch_npu/_init/common/warning_utils.py",
-    "torch_npu/utils/_error_code.py",
-    "torch_npu/utils/utils.py",
-    "torch_npu/npu/graphs.py",
-    "torch_npu/npu/_npugraph_handlers/npugraph_handler.py",
-    "torch_npu/npu/_npugraph_handlers/ifa_handler.py",
-    "torch_npu/npu/_npugraph_handlers/simple_handler.py",
-    "torch_npu/_compiler/_config.py",
-)
+#: the wheel's parts that are not its Python: natives (replaced by simsite/torch_npu/_C) and C++ headers
+_NATIVE_DIRS = ("torch_npu/lib/", "torch_npu/include/")
+
+
+def wheel_members(names: list[str]) -> list[str]:
+    """The wheel's files the simulated torch_npu takes: its torch_npu package less its native parts."""
+    return [n for n in names if n.startswith("torch_npu/") and not n.endswith("/") and ".so" not in n.rsplit("/", 1)[-1]
+            and not n.startswith(_NATIVE_DIRS)]
+
+
+def package_modules(wheel: Path | None = None) -> list[str]:
+    """Every module of the wheel's torch_npu package (dotted names, packages included), sorted."""
+    with zipfile.ZipFile(wheel or find_wheel()) as zf:
+        names = zf.namelist()
+    out = set()
+    for n in wheel_members(names):
+        if n.endswith(".py"):
+            mod = n[:-3].replace("/", ".")
+            out.add(mod[: -len(".__init__")] if mod.endswith(".__init__") else mod)
+    return sorted(out)
 
 
 class SimulatorWheelMissing(CudashimError):
@@ -100,6 +108,7 @@ def _standin_files() -> list[Path]:
 def _key(wheel: Path) -> str:
     h = hashlib.sha256(wheel.name.encode())
     h.update(str(wheel.stat().st_size).encode())
+    h.update(Path(__file__).read_bytes())  # how the folder is assembled
     for p in _standin_files():
         h.update(str(p.relative_to(_STANDINS)).encode())
         h.update(p.read_bytes())
@@ -109,12 +118,18 @@ def _key(wheel: Path) -> str:
 def _assemble(wheel: Path, dest: Path) -> None:
     tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(_STANDINS, tmp, ignore=shutil.ignore_patterns("__pycache__"))
     try:
         with zipfile.ZipFile(wheel) as zf:
-            for member in REAL_FILES:
+            for member in wheel_members(zf.namelist()):
                 (tmp / member).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / member).write_bytes(zf.read(member))
+        shutil.copytree(_STANDINS, tmp, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+        # torch_npu loads its ATB operators from this library and, where the load fails (no NNAL on
+        # the host), raises that failure when an ATB operator is called: a file that is no library
+        # gives the simulated NPU the same course
+        (tmp / "torch_npu" / "lib").mkdir(exist_ok=True)
+        (tmp / "torch_npu" / "lib" / "libop_plugin_atb.so").write_text(
+            "not a library: the simulated NPU has no ATB (NNAL) kernels\n")
     except (KeyError, zipfile.BadZipFile) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise SimulatorWheelMissing(f"{wheel} is not a usable {WHEEL_SPEC} wheel ({exc}); delete it and run "
@@ -137,3 +152,17 @@ def prepare() -> Path:
     if str(dest) not in sys.path:
         sys.path.insert(0, str(dest))
     return dest
+
+
+def alone_env(root: Path, environ: "dict[str, str] | None" = None) -> dict[str, str]:
+    """The environment that runs the simulated torch_npu alone (no shim: `import torch_npu` is the
+    wheel's package over the simulated _C, as on a host with an NPU): the assembled site and the
+    checkout `root` on PYTHONPATH, the shim's bootstrap off."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()
+           if not k.startswith(("CUDASHIM_", "ASCEND_RT_"))}
+    for keep in ("CUDASHIM_BUILD_DIR", "CUDASHIM_WHEEL_CACHE", "CUDASHIM_NPU_DEVICES", "CUDASHIM_CANN_VERSION"):
+        if environ is None and keep in os.environ:
+            env[keep] = os.environ[keep]
+    env["PYTHONPATH"] = os.pathsep.join([str(prepare()), str(root)])
+    env["CUDASHIM_DISABLE"] = "1"
+    return env

@@ -1,13 +1,20 @@
-"""torch_npu._C of the simulated torch_npu: the few natives the real Python files call at import."""
+"""torch_npu._C of the simulated torch_npu: the native layer under the wheel's whole Python package.
+
+The wheel's torch_npu/_C.cpython-*.so loads CANN and registers the NPU device; this package stands in
+its place (cudashim/emulated/npu/site.py assembles the wheel's Python around it). Importing it does
+what loading the native module does on a real host: the device (the emulated-device core serving
+PrivateUse1, named npu) is started, torch_npu's operators are registered under torch.ops.npu, and
+every name the wheel's Python calls is defined (cudashim/emulated/npu/natives.py). Nothing here talks
+to an NPU.
+"""
+import sys as _sys
+from pathlib import Path as _Path
+
 import torch as _torch
 
-from cudashim.emulated.npu import device as _device, graphs as _graphs
+from cudashim.emulated.npu import device as _device, natives as _natives
 
-from . import _distributed_c10d  # noqa: F401
-
-# the natives the wheel's torch_npu/npu/graphs.py imports: the core's graph recorder under NPUGraph.cpp's rules
-globals().update(_graphs.natives(_torch, _device.core()))
-
-
-def _npu_hostEmptyCache():
-    return None  # pinned host memory is returned as it is freed: nothing is cached
+_core = _device.start(_torch)
+globals().update(_natives.build(_torch, _core))
+_natives.register_operators(_torch, _core, _Path(__file__).resolve().parent.parent.parent)
+_natives.trace_if_asked(_sys.modules[__name__])

@@ -1,1 +1,0 @@
-"""torch_npu.utils of the simulated torch_npu (the real package imports the NPU runtime)."""
