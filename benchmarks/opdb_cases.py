@@ -393,7 +393,8 @@ def _oracle(op: Any, sample: Any, device: str, mode: str, where: list[bool] | No
     """One sample through the graph-replay or the meta-agreement oracle (opdb_oracles.py), on the device alone."""
     import torch
 
-    if _random(op) or any(k in ("p", "dropout_p") and isinstance(v, float) and v > 0 for k, v in sample.kwargs.items()):
+    if _random(op) or _seeds_itself(op) or any(k in ("p", "dropout_p") and isinstance(v, float) and v > 0
+                                               for k, v in sample.kwargs.items()):
         return "r", ""
     try:
         inp, args, kwargs = _move((sample.input, sample.args, sample.kwargs), device, rg=False, where=where)
@@ -406,6 +407,13 @@ def _oracle(op: Any, sample: Any, device: str, mode: str, where: list[bool] | No
         return meta_case(op, inp, args, kwargs)
     except Exception as e:  # noqa: BLE001 - the oracle's own failure is reported, never raised
         return "D", f"{mode} oracle: " + _first_line(e)
+
+
+def _seeds_itself(op: Any) -> bool:
+    """An OpInfo that seeds the generator around each call and restores it after (wrapper_set_seed in
+    freeze_rng_state): it draws, reproducibly in eager, but a graph replay repeats no host-side seeding."""
+    code = getattr(op.op, "__code__", None)
+    return code is not None and "wrapper_set_seed" in code.co_names
 
 
 def _device_samples(op: Any, device: str, dtype: Any, requires_grad: bool) -> Iterator[Any] | None:

@@ -22,9 +22,9 @@ HERE = Path(__file__).resolve().parent
 # (mode, code, op name prefixes or "*") -> why the case stays as it is
 REASONS: list[tuple[str, str, tuple[str, ...], str]] = [
     ("graph", "g", ("*",),
-     "the operator synchronizes (a shape that depends on the data, or a value read on the host), so the "
-     "capture is refused with CUDA's capture error; benchmarks/results/opdb_graph_cuda.json holds real "
-     "CUDA's outcome for the same samples"),
+     "refused with CUDA's capture error: the device's kernel synchronizes (a shape that depends on the "
+     "data, or a value read on the host); real CUDA's outcome for the same samples is what "
+     "benchmarks/opdb_graph_cuda.py asks of a GPU"),
     ("graph", "D", ("sparse.",),
      "a sparse result: the device cannot replay it into the sparse tensor the capture returned and says so "
      "at replay (capture dense tensors)"),
@@ -80,9 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     summary = sweep["summary"]
     out.write_text(json.dumps({
         "name": "opdb_oracle_members", "date": sweep.get("date"), "commit": sweep.get("commit"),
-        "host": sweep.get("host"), "command": f"python benchmarks/opdb_oracle_members.py {a.sweep}",
+        "host": {"cpu": sweep.get("host"), "torch": sweep.get("torch")}, "command": f"python benchmarks/opdb_oracle_members.py {a.sweep}",
         "figures": {f"{mode}: {k}": v for mode in ("graph", "meta") if mode in summary
                     for k, v in (("cases", summary[mode]["cases"]), ("share equal", summary[mode]["equal_share"]))},
+        "note": "Each row: an operator the sweep found with a case not equal, and why it stays. Codes as in "
+                "benchmarks/opdb_cases.py (g: capture refused with CUDA's capture error; m: an output not as its "
+                "meta function promises).",
         "table": {"columns": ["operator", "oracle", "code", "cases", "reason"],
                   "rows": [[m["op"], m["mode"], m["code"], m["cases"], m["reason"]] for m in found]},
     }, indent=1) + "\n")

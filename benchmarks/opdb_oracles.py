@@ -93,11 +93,16 @@ def _copies(x: Any, device: str) -> Any:
 
 def _draws(run: Callable[[], Any], compare: Callable[..., tuple[str, str]], device: str) -> bool:
     """Whether the operator draws random numbers (internally: fractional max pooling's samples, a
-    low-rank SVD's test matrix): two eager runs on the same inputs under different seeds differ."""
+    low-rank SVD's test matrix): it moves the device's generator, or two eager runs on the same inputs
+    under different seeds differ. (An OpInfo may seed the generator itself before each call,
+    wrapper_set_seed, which a replay does not repeat: only the generator's move shows those.)"""
     import torch
 
     torch.manual_seed(1)
+    before = torch.cuda.get_rng_state()
     a = run()
+    if not torch.equal(before, torch.cuda.get_rng_state()):
+        return True
     torch.manual_seed(2)
     b = run()
     return compare(a, b, device)[0] != "="
