@@ -41,7 +41,7 @@ import importlib
 import sys
 from typing import Any, Callable
 
-from .. import report
+from .. import report, triton_route
 from ..platform import capabilities
 from ..errors import CapabilityError, CudashimError
 from . import probes
@@ -203,6 +203,10 @@ def install() -> None:
         probes.install(PLATFORM, real)
         enforce_capabilities(_bindings, lambda: _installed)
         fill_gaps(_bindings, torch, lambda: _installed)
+        from .. import hardware
+
+        if hardware.simulated_root() is not None:  # the simulated NPU: Triton kernels run on its memory
+            triton_route.install(PLATFORM)
         if report.enabled():
             _report_aliases(torch, npu)
     except BaseException:
@@ -214,6 +218,7 @@ def uninstall() -> None:
     """Remove the gap fillers (transfer_to_npu's own changes stay: upstream has no undo). Idempotent."""
     global _installed
     _installed = False
+    triton_route.uninstall()
     probes.uninstall()
     _bindings.restore()
 

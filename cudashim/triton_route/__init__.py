@@ -108,9 +108,8 @@ def _on_driver(mod: Any) -> None:
     holder.set_active(EmulatedDriver(device_type, backend))
 
 
-def _capture_check(platform: str) -> Callable[[], bool] | None:
-    if platform != "cpu":
-        return None
+def _capture_check(platform: str) -> Callable[[], bool]:
+    # both emulated devices (cuda on cpu, the simulated npu) give the graph recorder's capture check here
     from ..emulated import graph_kernels
 
     def capturing() -> bool:
@@ -172,8 +171,11 @@ def _summary(kernels: list[dict[str, Any]]) -> str | None:
     launches = sum(k["launches"] + k["replayed"] for k in kernels)
     recorded = sum(k["recorded"] for k in kernels)
     graphs = f" ({recorded} recorded in CUDA graphs)" if recorded else ""
+    from .driver import BENCHMARK_RULE, benchmarked
+
+    tuned = f"; {BENCHMARK_RULE}" if benchmarked() else ""
     return (f"triton: {len(kernels)} kernel(s), {launches} launch(es) interpreted on the device{graphs}; "
-            "triton_kernels in the report lists each with a patch-map line for speed")
+            f"triton_kernels in the report lists each with a patch-map line for speed{tuned}")
 
 
 from .._state import on_reset  # noqa: E402

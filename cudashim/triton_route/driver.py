@@ -18,13 +18,20 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EmulatedDriver", "benchmark", "BENCHMARK_RULE"]
+__all__ = ["EmulatedDriver", "benchmark", "benchmarked", "BENCHMARK_RULE"]
 
-BENCHMARK_RULE = "first configuration of the pruned list (no timing on the emulated device)"
+BENCHMARK_RULE = "autotuning takes the first configuration of each pruned list (nothing is timed on the emulated device)"
+_benchmarked = [0]
+
+
+def benchmarked() -> int:
+    """How many configurations the autotuner asked to time (none was run)."""
+    return _benchmarked[0]
 
 
 def benchmark(kernel_call: Any, *args: Any, quantiles: Any = None, return_mode: str = "mean", **kwargs: Any) -> Any:
     """Triton's benchmarker interface: every configuration takes the same (zero) time, none runs."""
+    _benchmarked[0] += 1
     if quantiles is not None:
         return [0.0 for _ in quantiles]
     return 0.0

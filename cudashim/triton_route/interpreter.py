@@ -19,7 +19,6 @@ assembly raises CapabilityError naming the kernel.
 
 from __future__ import annotations
 
-import inspect
 import threading
 from typing import Any, Callable
 
@@ -32,6 +31,9 @@ from ._bf16 import from_f32 as f32_to_bf16, to_f32 as bf16_to_f32
 __all__ = ["execute", "nested_call", "interpreting"]
 
 _local = threading.local()  # the kernel being interpreted on this thread (None outside a launch)
+# Triton's interpreter keeps the grid position in one builder and patches the language module while a
+# launch runs: one launch at a time per process (a backward on autograd's thread waits for the forward's)
+_one_at_a_time = threading.RLock()
 
 
 def interpreting() -> Any:
@@ -265,6 +267,23 @@ def _device_check(arg: Any, index: int, device_type: str) -> None:
         raise ValueError(f"Pointer argument (at {index}) cannot be accessed from Triton (cpu tensor?)")
 
 
+_executor: list[type] = []
+
+
+def _in_place() -> type:
+    """Triton's GridExecutor without its host copy: the arguments are the device's memory already."""
+    if not _executor:
+        class InPlace(_interp().GridExecutor):  # type: ignore[misc, name-defined]
+            def _init_args_hst(self, args_dev: Any, kw: Any) -> Any:
+                return list(args_dev), dict(kw)
+
+            def _restore_args_dev(self, *a: Any) -> None:
+                return None
+
+        _executor.append(InPlace)
+    return _executor[0]
+
+
 def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tuple[int, int, int],
             device_type: str | None = "cuda", copy: bool = False) -> None:
     """Run one launch of jit_fn on the interpreter, reading and writing the arguments' memory in place.
@@ -277,22 +296,15 @@ def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tu
             _device_check(a, i, device_type)
     interp = _interpreted_fn(jit_fn)
     rewritten = interp.rewrite()
-
-    class InPlace(m.GridExecutor):  # type: ignore[misc, name-defined]
-        def _init_args_hst(self, args_dev: Any, kw: Any) -> Any:
-            return list(args_dev), dict(kw)
-
-        def _restore_args_dev(self, *a: Any) -> None:
-            return None
-
     name = _kernel_name(jit_fn)
     scope = _Scope()
     previous = interpreting()
+    _one_at_a_time.acquire()
     _local.kernel = jit_fn
     try:
         _close_gaps(scope, name)
         libdevice.patch(scope, jit_fn.fn.__globals__, lambda: name)
-        executor = (m.GridExecutor if copy else InPlace)(rewritten, interp.arg_names, grid, [])
+        executor = (m.GridExecutor if copy else _in_place())(rewritten, interp.arg_names, grid, [])
         executor(*args, **kwargs)
     except m.InterpreterError as e:
         if isinstance(e.__cause__, CapabilityError):
@@ -301,6 +313,7 @@ def execute(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tu
     finally:
         scope.restore()
         _local.kernel = previous
+        _one_at_a_time.release()
 
 
 def nested_call(jit_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -320,6 +333,3 @@ def _kernel_name(jit_fn: Any) -> str:
     fn = getattr(jit_fn, "fn", jit_fn)
     return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
 
-
-def signature_of(jit_fn: Any) -> inspect.Signature:
-    return inspect.signature(jit_fn.fn)

@@ -24,7 +24,6 @@ import time
 from typing import Any, Callable
 
 from ..errors import CapabilityError
-from . import interpreter
 
 __all__ = ["launch", "add_launch_check", "remove_launch_check", "add_executor", "remove_executor", "execute",
            "stats", "configure", "reset", "LaunchedKernel", "INTERPRETER"]
@@ -139,6 +138,8 @@ def _entry(name: str) -> dict[str, Any]:
 def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int], device_type: str | None) -> str:
     """EXECUTE: the faster executors first, the exact interpreter for what none took. Returns the path
     that ran ("interpreter" or an executor's name) and, after a '|', the reasons executors gave."""
+    from . import interpreter  # numpy and Triton's interpreter: loaded at the first launch, not at start-up
+
     reasons = []
     if device_type is not None and _executors:  # before any executor touches the memory
         for i, a in enumerate(bound.values()):

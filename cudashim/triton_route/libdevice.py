@@ -148,8 +148,8 @@ def patch(scope: Any, fn_globals: dict[str, Any], kernel: Callable[[], str] = la
             new = replacement(getattr(value, "__name__", key))
             if new is not None:
                 scope.set(fn_globals, key, new)
-    for mod in modules:
-        if any(v is mod for v in fn_globals.values()) and not getattr(mod, "_cudashim_patched", False):
+    for mod in modules:  # reached as a module too: `libdevice.rsqrt`, `tl.extra.cuda.libdevice.rsqrt`
+        if not getattr(mod, "_cudashim_patched", False):
             scope.set(mod, "_cudashim_patched", True)
             for name in [n for n in dir(cuda) if not n.startswith("_")]:
                 new = replacement(name)

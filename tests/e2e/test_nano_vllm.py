@@ -29,13 +29,19 @@ def _shim_run(checkpoint: Path, out: Path, *extra: str, env_extra: dict[str, str
 
 
 def store_kernel_ran(out: Path, tp: int) -> dict:
-    """The triton_kernels entry of nano-vllm's own KV-store kernel in the run's report (rank 0's under tp > 1):
-    the store ran as nano-vllm's Triton kernel on the emulated device, not as a patch."""
+    """The triton_kernels entry of nano-vllm's own KV-store kernel in the run's report: the store ran as
+    nano-vllm's Triton kernel on the emulated device, not as a patch. Under tp > 1 the engine's process
+    (rank 0) writes the base name and the ranks it spawns their .pid<PID> files: each rank ran it."""
     base = out.with_suffix(".report.json")
-    path = base.with_name(base.stem + ".rank0.json") if tp > 1 else base
-    kernels = {k["kernel"]: k for k in json.loads(path.read_text()).get("triton_kernels", [])}
-    k = kernels["nanovllm.layers.attention:store_kvcache_kernel"]
-    assert k["launched_by"] == "nanovllm.layers.attention:store_kvcache"
+    name = "nanovllm.layers.attention:store_kvcache_kernel"
+
+    def entry(path: Path) -> dict | None:
+        return {k["kernel"]: k for k in json.loads(path.read_text()).get("triton_kernels", [])}.get(name)
+
+    k = entry(base)
+    assert k is not None and k["launched_by"] == "nanovllm.layers.attention:store_kvcache"
+    others = [e for p in base.parent.glob(base.stem + ".pid*.json") if (e := entry(p)) is not None]
+    assert len(others) == tp - 1 and all(e["launches"] + e["replayed"] > 0 for e in others)
     return k
 
 

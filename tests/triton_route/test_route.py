@@ -64,6 +64,16 @@ def test_driver_answers_from_the_device(route: dict) -> None:
     assert d["sm"] == d["torch_sm"] and d["warp"] == 32
 
 
+def test_driver_answers_the_profile() -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--profile", "h100-80gb",
+                           str(SCRIPT), "driver"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    d = ok(json.loads(proc.stdout.strip().splitlines()[-1]), "driver")
+    assert "arch=90" in d["target"] and d["sm"] == 132 == d["torch_sm"]
+
+
 def test_vector_add(route: dict) -> None:
     assert ok(route, "vector_add") is True
 
@@ -154,11 +164,14 @@ def test_report_lists_each_kernel_with_a_patch_map_line(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run([sys.executable, "-m", "cudashim", "run", "--platform", "cpu", "--report", str(report),
-                           str(SCRIPT), "vector_add", "graph_replay"], cwd=ROOT, env=env, capture_output=True,
+                           str(SCRIPT), "vector_add", "graph_replay", "autotune_nested"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "triton: 1 kernel(s)" in proc.stderr and "recorded in CUDA graphs" in proc.stderr
-    (k,) = json.loads(report.read_text())["triton_kernels"]
+    assert "triton: 2 kernel(s)" in proc.stderr and "recorded in CUDA graphs" in proc.stderr
+    assert "autotuning takes the first configuration" in proc.stderr  # says how it chose
+    kernels = {k["kernel"]: k for k in json.loads(report.read_text())["triton_kernels"]}
+    assert kernels["__main__:tuned_kernel"]["launches"] == 1
+    k = kernels["__main__:add_kernel"]
     assert k["kernel"] == "__main__:add_kernel"
     assert k["launches"] == 2 and k["recorded"] == 1 and k["replayed"] == 2  # 1 + 1 eager, 1 captured, 2 replays
     assert k["grids"] == {"4x1x1": 1, "1x1x1": 2}  # vector_add: cdiv(1000, 256); graph_replay: eager + captured

@@ -103,7 +103,7 @@ def libdevice_kernel(x_ptr, o1, o2, o3, o4, n, BLOCK: tl.constexpr):
     tl.store(o1 + offs, libdevice.rsqrt(x), mask=m)
     tl.store(o2 + offs, libdevice.tanh(x), mask=m)
     tl.store(o3 + offs, libdevice.erf(x), mask=m)
-    tl.store(o4 + offs, libdevice.pow(x, 1.5), mask=m)
+    tl.store(o4 + offs, tl.extra.cuda.libdevice.pow(x, 1.5), mask=m)  # through the language module
 
 
 def libdevice_fns():
@@ -324,7 +324,7 @@ def seam():
     saved = list(launch._executors)  # the seam itself is under test: only the executors added here
     launch._executors.clear()
     seen = []
-    triton_route.add_launch_check("cpu", lambda k, grid, bound: seen.append((k.fn.__name__, grid, sorted(bound))))
+    triton_route.add_launch_check(triton_route.installed(), lambda k, grid, bound: seen.append((k.fn.__name__, grid, sorted(bound))))
     triton_route.add_executor("decline", lambda k, bound, grid: "not this one")
     x, y = torch.ones(8, device=DEV), torch.ones(8, device=DEV)
     o = torch.zeros(8, device=DEV)
