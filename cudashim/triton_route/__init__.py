@@ -132,12 +132,16 @@ def install(platform: str) -> None:
         uninstall()
     _installed = platform
     _launch.configure(platform, PLATFORMS[platform][0], _capture_check(platform))
-    from . import batched  # all program instances at once; the interpreter takes what it declines
-
-    add_executor("batched", batched.execute)
+    add_executor("batched", _batched)  # all program instances at once; the interpreter takes what it declines
     when_imported("triton.runtime.jit", _on_jit)
     when_imported("triton.runtime.driver", _on_driver)
     _report_section()
+
+
+def _batched(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int]) -> str | None:
+    from . import batched  # numpy and Triton's interpreter: loaded at the first launch, not at start-up
+
+    return batched.execute(kernel, bound, grid)
 
 
 def uninstall() -> None:
