@@ -392,6 +392,22 @@ def _surface_modules() -> list[tuple[Any, str, Any]]:
     return out
 
 
+def _npu_properties(original: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """driver.active.utils.get_device_properties() with the keys triton-ascend's driver answers
+    (backends/ascend/driver.py:80-86: num_aicore, and two vector cores per AI core), which NPU-aware
+    libraries size their grids by."""
+
+    @functools.wraps(original)
+    def get_device_properties(self: Any, device: Any = None) -> dict[str, Any]:
+        props = dict(original(self, device))
+        aic = int(props.get("multiprocessor_count", 0))
+        props.setdefault("num_aicore", aic)
+        props.setdefault("num_vectorcore", 2 * aic)
+        return props
+
+    return get_device_properties
+
+
 # ---- install ---------------------------------------------------------------------------------------------
 
 def _set(owner: Any, name: str, value: Any) -> None:
@@ -428,6 +444,10 @@ def install() -> None:
         _set(handle, "__post_init__", _track_tiles(vars(handle).get("__post_init__")))
         for owner, name, value in _surface_modules():
             _set(owner, name, value)
+        from . import driver
+
+        utils = driver._Utils
+        _set(utils, "get_device_properties", _npu_properties(utils.get_device_properties))
         from .. import report
 
         if report.enabled():

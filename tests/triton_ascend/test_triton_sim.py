@@ -99,6 +99,8 @@ def test_triton_ascends_language_runs_an_npu_aware_librarys_npu_branch(checks: t
     assert max(errs["rms_norm_torch.float32"]) < 1e-5
     assert max(errs["rms_norm_torch.bfloat16"]) < 0.05  # bf16 output against an fp32 reference
     assert errs["geglu"] < 1e-5
+    props = out["npu_properties"][1]
+    assert props["num_aicore"] == props["multiprocessor_count"] > 0 and props["num_vectorcore"] == 2 * props["num_aicore"]
     # Liger's own Ascend backend imports triton.language.extra.cann, which triton-ascend 3.2.0 does not have
     # (it has extra.ascend): on an NPU with 3.2.0 it fails to import too, and Liger falls back to the above
     assert out["liger_ascend_backend"] == ["ModuleNotFoundError", "No module named 'triton.language.extra.cann'"]

@@ -100,6 +100,12 @@ def liger_npu_branch():
     return errs
 
 
+def npu_properties():
+    # what triton-ascend's driver answers (its backends/ascend/driver.py:80-86), read by NPU-aware libraries
+    props = triton.runtime.driver.active.utils.get_device_properties(0)
+    return {k: props[k] for k in ("num_aicore", "num_vectorcore", "multiprocessor_count")}
+
+
 def liger_ascend_backend():
     # Liger's own Ascend kernels import a module of a later triton-ascend than 3.2.0
     import liger_kernel.ops.backends._ascend.ops  # noqa: F401
@@ -107,7 +113,7 @@ def liger_ascend_backend():
 
 for name, fn in (("grid", grid), ("libdevice_erfc", libdevice_erfc), ("cast_fp64", cast_fp64), ("dot_fp64", dot_fp64),
                  ("wide_rows", wide_rows), ("tanh_surface", tanh_surface), ("liger_npu_branch", liger_npu_branch),
-                 ("liger_ascend_backend", liger_ascend_backend)):
+                 ("npu_properties", npu_properties), ("liger_ascend_backend", liger_ascend_backend)):
     if len(sys.argv) < 2 or name in sys.argv[1:]:
         case(name, fn)
 print(json.dumps(out))
