@@ -43,7 +43,11 @@ def _dotted(node: ast.AST) -> str | None:
 
 def _scan_source(text: str) -> set[str]:
     """Dotted names below torch_npu._C one file reaches (torch_npu._C.X, torch_npu._C._sub.Y)."""
-    tree = ast.parse(text)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the wheel's own invalid escape sequences
+        tree = ast.parse(text)
     alias: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

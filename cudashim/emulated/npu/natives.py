@@ -807,10 +807,10 @@ def register_operators(torch: Any, core: Any, site: Any) -> None:
     npu_native_functions_by_codegen.yaml, its `custom` section); from there the wheel's _exports.py
     exposes them as torch_npu.<op>. The operators the simulator computes (cudashim/emulated/npu/ops.py)
     are its CPU implementations; every other one, called on npu tensors, raises torch_npu's error
-    saying it needs CANN's kernel. Also HCCL's collectives for npu tensors."""
+    saying it needs CANN's kernel."""
     import yaml
 
-    from . import expose, hccl, ops
+    from . import expose, ops
 
     simulated = expose.exposed_operators(torch, core, ops.OPERATORS)
     listing = yaml.safe_load((site / "torch_npu" / "csrc" / "aten" / "npu_native_functions_by_codegen.yaml").read_text())
@@ -829,7 +829,6 @@ def register_operators(torch: Any, core: Any, site: Any) -> None:
             lib.impl(name, _adapter(torch, name, simulated[base]), "PrivateUse1")
         else:
             lib.impl(name, _cann_kernel(name), "PrivateUse1")
-    hccl.register(torch, core, backend=False)
 
 
 def _adapter(torch: Any, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -916,6 +915,11 @@ def _init_extension(torch: Any, core: Any) -> None:
     disable_register_inductor_npu()
     import torch.distributed as dist
 
+    from . import hccl
+
+    # after torch_npu's own patches of c10d (its _compat replaces _new_process_group_helper), so the
+    # simulated groups' wrapper sits outside them
+    hccl.register(torch, core, backend=False)
     if dist.is_available() and "hccl" in dist.Backend.backend_capability:
         # torch_npu registered "hccl" for npu; the simulated group is Gloo's, whose npu collectives the
         # core hands over as cpu tensors of the same memory: the group needs its cpu side too
@@ -930,9 +934,11 @@ def _init_extension(torch: Any, core: Any) -> None:
         readiness.install(torch)
 
 
-def trace_if_asked(module: Any) -> None:
+def trace_if_asked(module: Any, names: set[str]) -> None:
     """With CUDASHIM_TRACE_NATIVES=<file>, every name read on torch_npu._C and its children is recorded
-    and written there as JSON at exit (scripts/npu_natives.py's import-time tracing)."""
+    and written there as JSON at exit (scripts/npu_natives.py's import-time tracing). On _C itself only
+    its native names (`names`) and names it lacks count: the wheel walks dir(_C), which also lists the
+    stand-in module's own imports."""
     out = os.environ.get("CUDASHIM_TRACE_NATIVES")
     if not out:
         return
@@ -944,7 +950,7 @@ def trace_if_asked(module: Any) -> None:
     def watch(mod: types.ModuleType, key: str) -> None:
         class Watched(types.ModuleType):
             def __getattribute__(self, name: str) -> Any:
-                if not name.startswith("__"):
+                if not name.startswith("__") and (key != "_C" or name in names or name not in vars(module)):
                     seen.setdefault(key, set()).add(name)
                 return super().__getattribute__(name)
 

@@ -15,6 +15,7 @@ import torch as _torch
 from cudashim.emulated.npu import device as _device, natives as _natives
 
 _core = _device.start(_torch)
-globals().update(_natives.build(_torch, _core))
+_names = _natives.build(_torch, _core)
+globals().update(_names)
 _natives.register_operators(_torch, _core, _Path(__file__).resolve().parent.parent.parent)
-_natives.trace_if_asked(_sys.modules[__name__])
+_natives.trace_if_asked(_sys.modules[__name__], set(_names))
