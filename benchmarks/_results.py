@@ -2,7 +2,7 @@
 
 Each file holds the figures and how they were got — the command, the UTC date, the host (CPU model,
 cores, load at the time), the commit — so a figure is never separated from its conditions. The docs
-quote these files only through generated blocks (`python scripts/docs.py --write`), so a sentence and
+quote these files only through generated blocks (`python scripts/generate.py --write`), so a sentence and
 its figure cannot disagree.
 """
 

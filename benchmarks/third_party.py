@@ -1,4 +1,4 @@
-"""Issue 17's third-party "must show" on the emulated CUDA device: other projects' own CUDA-selecting
+"""Third-party code on the emulated CUDA device: other projects' own CUDA-selecting
 test suites and unmodified CUDA-written programs, each against its own CPU run.
 
     python benchmarks/third_party.py --setup                  # pip: pinned subjects (+ tensorboard) + their sdists

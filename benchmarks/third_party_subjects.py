@@ -1,4 +1,4 @@
-"""The third-party subjects of issue 17's "must show": pinned test suites and CUDA-written programs.
+"""The third-party subjects: pinned test suites and CUDA-written programs.
 
 Nothing here is copied from the subjects: suites come as their sdists from the package index (pinned
 versions, downloaded by `benchmarks/third_party.py --setup`), programs from their repositories at

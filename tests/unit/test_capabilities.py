@@ -140,7 +140,7 @@ def test_markdown_has_a_row_per_capability():
 
 def test_readme_copy_is_current():
     assert not caps.update_readme(README, check=True), \
-        "README.md capability table is stale; run: python -m cudashim.platform.capabilities --write"
+        "README.md capability table is stale; run: python scripts/generate.py --write"
 
 
 def test_stale_readme_is_detected_and_rewritten(tmp_path):
