@@ -355,9 +355,19 @@ def check_native_sources(root: Path) -> list[str]:
            [f"csrc/{f}: in the native build but not in csrc/" for f in sorted(built - on_disk)]
 
 
+def check_results_quoted(root: Path) -> list[str]:
+    """A results block quotes a file that exists: a block without its data is a promise nobody kept."""
+    docs = _results(root)
+    return [f"{doc.relative_to(root)}: block results:{m.group('name')} quotes benchmarks/results/{m.group('name')}.json, "
+            "which does not exist; run its benchmark, or remove the block"
+            for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+            for m in docs.BLOCK.finditer(doc.read_text(encoding="utf-8"))
+            if not (root / "benchmarks" / "results" / f"{m.group('name')}.json").is_file()]
+
+
 def check(root: Path = REPO) -> list[str]:
     """Everything stale or broken, one line each (empty: all current)."""
-    problems: list[str] = []
+    problems: list[str] = check_results_quoted(root)
     for path, text in render(root).items():
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             problems.append(f"{path.relative_to(root)}: stale; run `{COMMAND}`")

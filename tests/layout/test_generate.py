@@ -119,3 +119,10 @@ def test_a_csrc_file_left_out_of_the_build_fails(generate: ModuleType, copy: Pat
     problems = generate.check(copy)
     assert "csrc/ops/planted.inc: not part of the native build (neither compiled nor in the cache key); name it " \
            ".cpp or .h, or move it out of csrc/" in problems, problems
+
+
+def test_a_block_whose_results_file_is_missing_fails(generate: ModuleType, copy: Path) -> None:
+    (copy / "benchmarks" / "results" / "startup.json").unlink()
+    problems = generate.check(copy)
+    assert any(p.endswith("quotes benchmarks/results/startup.json, which does not exist; run its benchmark, or "
+                          "remove the block") for p in problems), problems
