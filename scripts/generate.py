@@ -137,7 +137,8 @@ _TOP: dict[str, tuple[int, str | None]] = {
     "csrc": (-1, "the emulated device's native core, compiled on the user's machine (shipped as cudashim/_csrc/)"),
     "tests": (1, None),
     "examples": (1, "CUDA-written programs, run unchanged"),
-    "benchmarks": (1, "python benchmarks/run.py [name…]; results/ holds their figures (JSON)"),
+    "benchmarks": (1, "python benchmarks/run.py [name…]; results/ holds every figure (JSON), quoted by the docs"),
+    "verification": (1, "harnesses that check the device against an oracle: sweeps, oracle runs, traces"),
     "scripts": (1, "install, test, generate (every generated text), wheel_check, the NPU tables' makers"),
     "docs": (1, "for readers"),
 }

@@ -1,4 +1,4 @@
-"""Defects of the emulated device that third-party subjects found (benchmarks/third_party.py):
+"""Defects of the emulated device that third-party subjects found (verification/third_party.py):
 subject_checks.py in one fresh interpreter, one test per check (on real CUDA where there is one)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The figures of an operator-database sweep for the docs: per mode the cases and the share equal to the
 CPU, and the cases not equal grouped by operator, mode, outcome and the first line of their detail.
 
-    python benchmarks/opdb_summary.py benchmarks/results/opdb_npu.json     # -> results/opdb_npu_summary.json
+    python verification/opdb_summary.py benchmarks/results/opdb_npu.json     # -> results/opdb_npu_summary.json
 
 The sweep's own table (`opdb_sweep.py --out`) holds every case; this writes the digest that
 docs/operator-coverage.md quotes through its `<!-- results:opdb_<device>_summary -->` block, with the
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent / "benchmarks")]  # _results: the one writer of results files
 import _results  # noqa: E402
 from opdb_cases import CODES  # noqa: E402
 

@@ -1,10 +1,10 @@
 """The emulated device (or the simulated NPU) against the CPU over PyTorch's operator database.
 
-    python benchmarks/opdb_sweep.py                                  # every OpInfo, every sample, fwd+bwd+errors
-    python benchmarks/opdb_sweep.py --ops 'nn.functional.conv*' --samples 3 --dtypes float32 bfloat16
-    python benchmarks/opdb_sweep.py --device npu                     # the simulated NPU
-    python benchmarks/opdb_sweep.py --jobs 2 --out benchmarks/results/opdb_cuda.json
-    python benchmarks/opdb_sweep.py --ops 'zeros_like' --update benchmarks/results/opdb_cuda.json
+    python verification/opdb_sweep.py                                  # every OpInfo, every sample, fwd+bwd+errors
+    python verification/opdb_sweep.py --ops 'nn.functional.conv*' --samples 3 --dtypes float32 bfloat16
+    python verification/opdb_sweep.py --device npu                     # the simulated NPU
+    python verification/opdb_sweep.py --jobs 2 --out benchmarks/results/opdb_cuda.json
+    python verification/opdb_sweep.py --ops 'zeros_like' --update benchmarks/results/opdb_cuda.json
 
 Each OpInfo of `torch.testing._internal.common_methods_invocations.op_db` runs, for every dtype the CPU
 supports, its sample inputs forward and (where it supports autograd) backward, on the device and on CPU
@@ -37,7 +37,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(ROOT / "benchmarks")]  # _results: the one writer of results files
 from opdb_cases import CODES, summarize  # noqa: E402
 
 __all__ = ["main", "sweep"]
