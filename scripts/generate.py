@@ -14,7 +14,9 @@ Generated (each between `<!-- NAME:begin -->`-style markers; the text between th
 Checked:
   - every module the package looks up by name in sys.modules (or imports by a string) exists;
   - every file of csrc/ is in the native build (cudashim/emulated/_build.py's native_files: compiled or
-    hashed into the cache key).
+    hashed into the cache key);
+  - every results block quotes a results file that exists;
+  - every `docs/design.md §N` cited names a section of the design document.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def _first_sentence(text: str, limit: int = 100) -> str:
     """The first sentence of a paragraph: up to a full stop, or a colon that ends a clause of some length,
     outside parentheses; cut at a word near `limit`."""
     para = " ".join(text.strip().split("\n\n")[0].split())
-    para = re.sub(r"\s*\(DESIGN\.md §[\d\-–, §]+\)", "", para)
+    para = re.sub(r"\s*\((docs/)?design\.md §[\d\-–, §]+\)", "", para)
     depth, end = 0, len(para)
     for i, ch in enumerate(para):
         depth += {"(": 1, ")": -1}.get(ch, 0)
@@ -366,6 +368,24 @@ def check_results_quoted(root: Path) -> list[str]:
             if not (root / "benchmarks" / "results" / f"{m.group('name')}.json").is_file()]
 
 
+_CITATION = re.compile(r"docs/design\.md (§\d+)(?:-§(\d+))?")
+
+
+def check_design_citations(root: Path) -> list[str]:
+    """Every `docs/design.md §N` names a section the design document has."""
+    design = root / "docs" / "design.md"
+    sections = set(re.findall(r"^## (§\d+)", design.read_text(encoding="utf-8"), re.M)) if design.is_file() else set()
+    problems = []
+    for path in sorted(p for top in ("cudashim", "csrc", "docs", "scripts", "tests", "benchmarks", "verification")
+                       for p in (root / top).rglob("*") if p.suffix in (".py", ".md", ".cpp", ".h", ".toml")):
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for m in _CITATION.finditer(line):
+                cited = [m.group(1)] + ([f"§{m.group(2)}"] if m.group(2) else [])
+                problems += [f"{path.relative_to(root)}:{n}: cites docs/design.md {c}, which it does not have"
+                             for c in cited if c not in sections]
+    return problems
+
+
 def check(root: Path = REPO) -> list[str]:
     """Everything stale or broken, one line each (empty: all current)."""
     problems: list[str] = check_results_quoted(root)
@@ -374,7 +394,8 @@ def check(root: Path = REPO) -> list[str]:
             problems.append(f"{path.relative_to(root)}: stale; run `{COMMAND}`")
     tree_problems: list[str] = []
     render_tree(root, tree_problems)
-    return problems + tree_problems + check_module_names(root) + check_native_sources(root)
+    return (problems + tree_problems + check_module_names(root) + check_native_sources(root)
+            + check_design_citations(root))
 
 
 def write(root: Path = REPO) -> list[Path]:

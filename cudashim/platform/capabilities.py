@@ -3,7 +3,7 @@
 The table is data (TABLE below); `require()` turns it into early, loud failures, and `render_markdown()` into
 the README copy (`python scripts/generate.py --write` refreshes it with every other generated text; a test fails when it is stale).
 
-Verification levels (DESIGN.md section 6): L0 written against the documented API; L1 contract-tested against
+Verification levels (docs/design.md §6): L0 written against the documented API; L1 contract-tested against
 the real upstream code; L1s ran end to end on the simulated target (`cudashim run --platform ascend --simulate`:
 the torch-npu wheel's Python over simulated natives, NPU operators implemented on the CPU from their docs; no NPU);
 L2 compiled for the target; L3 ran on the hardware (CPU rows: in CI).

@@ -126,3 +126,9 @@ def test_a_block_whose_results_file_is_missing_fails(generate: ModuleType, copy:
     problems = generate.check(copy)
     assert any(p.endswith("quotes benchmarks/results/startup.json, which does not exist; run its benchmark, or "
                           "remove the block") for p in problems), problems
+
+
+def test_a_citation_of_a_missing_design_section_fails(generate: ModuleType, copy: Path) -> None:
+    cite = "docs/design.md " + "§9"  # whole, the citation would be this file's own
+    (copy / "cudashim" / "planted.py").write_text(f'"""Planted ({cite})."""\n')
+    assert generate.check(copy)[-1] == f"cudashim/planted.py:1: cites {cite}, which it does not have"
