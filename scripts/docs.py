@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
