@@ -153,15 +153,39 @@ _SKIP = {"__pycache__", "_csrc", "results"}
 _WIDTH = 30
 
 
-def _entries(folder: Path) -> list[Path]:
-    return sorted((p for p in folder.iterdir() if p.name not in _SKIP and not p.name.startswith(".")),
-                  key=lambda p: (p.is_dir(), p.name.lower()))
+def _kept(root: Path) -> set[str] | None:
+    """In a git checkout, the paths (files and every folder above them) git tracks or would add: what is
+    ignored (build outputs, caches, a local venv) is not part of the map. None outside a checkout."""
+    if not (root / ".git").exists():
+        return None
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    kept: set[str] = set()
+    for line in out.splitlines():
+        parts = line.split("/")
+        kept.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return kept
+
+
+def _shown(root: Path, path: Path, kept: set[str] | None) -> bool:
+    return (kept is None or path.relative_to(root).as_posix() in kept) and path.name not in _SKIP \
+        and not path.name.startswith(".")
+
+
+def _entries(root: Path, folder: Path, kept: set[str] | None) -> list[Path]:
+    return sorted((p for p in folder.iterdir() if _shown(root, p, kept)), key=lambda p: (p.is_dir(), p.name.lower()))
 
 
 def render_tree(root: Path, problems: list[str] | None = None) -> str:
     problems = [] if problems is None else problems
     folders = _conftest_literals(root).get("FOLDERS") or {}
     assert isinstance(folders, dict)
+    kept = _kept(root)
     lines: list[str] = ["```"]
 
     def row(indent: int, name: str, what: str | None, path: Path) -> None:
@@ -176,8 +200,8 @@ def render_tree(root: Path, problems: list[str] | None = None) -> str:
     for name, fixed in _FILES_AT_TOP.items():
         if (root / name).is_file():
             row(0, name, fixed or describe(root / name), root / name)
-    tops = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in _SKIP
-                  and p.name not in ("build",) and not p.name.endswith(".egg-info"))
+    tops = sorted(p.name for p in root.iterdir() if p.is_dir() and _shown(root, p, kept)
+                  and (kept is not None or (p.name != "build" and not p.name.endswith(".egg-info"))))
     for extra in (t for t in tops if t not in _TOP):
         problems.append(f"{extra}/: a top-level folder docs/contributing.md's tree does not know (scripts/generate.py _TOP)")
     for top, (depth, fixed) in _TOP.items():
@@ -186,7 +210,7 @@ def render_tree(root: Path, problems: list[str] | None = None) -> str:
             continue
         row(0, f"{top}/", fixed or describe(folder), folder)
         if depth == 1:
-            for p in _entries(folder):
+            for p in _entries(root, folder, kept):
                 if top == "tests":
                     if p.is_dir():
                         row(1, f"{p.name}/", folders.get(p.name), p)
@@ -195,7 +219,7 @@ def render_tree(root: Path, problems: list[str] | None = None) -> str:
                     continue
                 row(1, p.name + ("/" if p.is_dir() else ""), describe(p), p)
         elif depth == -1:
-            for p in sorted(folder.rglob("*")):
+            for p in sorted(q for q in folder.rglob("*") if _shown(root, q, kept)):
                 if p.is_file() and not set(p.relative_to(folder).parts) & _SKIP:
                     rel = p.relative_to(folder)
                     row(len(rel.parts), rel.name, describe(p), p)
