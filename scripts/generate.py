@@ -8,6 +8,7 @@ Generated (each between `<!-- NAME:begin -->`-style markers; the text between th
   - the results blocks (`<!-- results:NAME -->`) of README.md and docs/*.md, from benchmarks/results/NAME.json
     (scripts/docs.py renders one);
   - docs/environment.md's reference, from cudashim/envs.py (READ and PLATFORM_ENV);
+  - docs/contributing.md's layer chain, from pyproject's import-linter layers contract;
   - docs/contributing.md's tree, from the files themselves (a module's docstring, a source's first comment,
     a test folder's line in tests/conftest.py's FOLDERS), and its test-tier map, from pyproject's markers and
     tests/conftest.py's folder tiers.
@@ -250,6 +251,19 @@ def render_tiers(root: Path) -> str:
     return "\n".join(lines)
 
 
+def render_layers(root: Path) -> str:
+    """pyproject's layers contract, as the chain docs/contributing.md shows."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    contracts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    short = [" | ".join(f"`{m.strip().removeprefix('cudashim.')}`" for m in layer.split("|")) for layer in layers]
+    return " →\n".join(short) + "."
+
+
 def _value(v: object) -> str:
     if v is None:
         return "unset"
@@ -296,6 +310,7 @@ def _blocks() -> list[tuple[str, tuple[str, str], Callable[[Path], str]]]:
         ("docs/environment.md", _block("environment"), render_environment),
         ("docs/contributing.md", _block("tree"), render_tree),
         ("docs/contributing.md", _block("tiers"), render_tiers),
+        ("docs/contributing.md", _block("layers"), render_layers),
     ]
 
 

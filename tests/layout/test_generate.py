@@ -132,3 +132,11 @@ def test_a_citation_of_a_missing_design_section_fails(generate: ModuleType, copy
     cite = "docs/design.md " + "§9"  # whole, the citation would be this file's own
     (copy / "cudashim" / "planted.py").write_text(f'"""Planted ({cite})."""\n')
     assert generate.check(copy)[-1] == f"cudashim/planted.py:1: cites {cite}, which it does not have"
+
+
+def test_a_changed_layer_makes_the_contributing_map_stale(generate: ModuleType, copy: Path) -> None:
+    pyproject = copy / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    pyproject.write_text(text.replace('    "cudashim.report",\n', '    "cudashim.report",\n    "cudashim.planted",\n', 1),
+                         encoding="utf-8")
+    assert generate.check(copy) == ["docs/contributing.md: stale; run `python scripts/generate.py --write`"]
