@@ -1,4 +1,4 @@
-"""CUDA graph replay vs eager for nano-vllm's decode step on the emulated device (issue 18), same run.
+"""CUDA graph replay vs eager for nano-vllm's decode step on the emulated device, same run.
 
     python benchmarks/bench_graphs.py [--model DIR] [--batch 1,8] [--context 64] [--steps 30]
 

@@ -1,22 +1,14 @@
 """Serve-loop throughput under the shim vs without it, measured in the same run.
 
-cpu (default, this machine): the emulated device (issue 17)
+The emulated device, on this machine:
     python benchmarks/bench_serve.py
   Re-runs itself under `python -m cudashim run --platform cpu`. The
   "cuda"-written loop runs on the emulated device's cuda tensors and its "cpu"-written twin on CPU
   tensors, both in that one process (the device and the CPU coexist: nothing to install or
   uninstall between rounds), rounds interleaved. Goal: ratio >= 0.95.
 
-nvidia (an H200 box; the lead runs it, from the repo root, cudashim need not be installed):
-    python3 benchmarks/bench_serve.py --platform nvidia
-  The same CUDA-written loop in fresh processes, alternately `python -m cudashim run --platform
-  nvidia` (shim on: nothing aliased) and plain `python` (shim off), 2 rounds (4 processes) by
-  default; each worker times --repeat generate calls after a warm-up and keeps the best. Progress
-  lines (flushed) say what each worker is doing and how long it took; no new round starts once
-  --budget-s seconds have gone (default 80), so the whole run stays near 90 s. Goal: ratio >= 0.99.
-  Where flash_attn is not installed, the shim-off run binds the same portable function the shim's
-  stand-in serves, so both sides run the same attention code. Workers find this checkout through
-  PYTHONPATH (set here), whether or not cudashim is pip-installed.
+On an NVIDIA GPU, shim on against shim off is benchmarks/bench_passthrough_gpu.py's measure (the one
+benchmark of that question: fresh processes, alternating, pinned to one CPU).
 """
 
 from __future__ import annotations
@@ -111,99 +103,15 @@ def bench_device(args: argparse.Namespace) -> dict:
             "control_tps": rows.get("control", []), "identical_tokens": same}
 
 
-def _say(msg: str) -> None:
-    print(f"[bench_serve {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _worker(args: argparse.Namespace) -> None:
-    t0 = time.perf_counter()
-    import torch
-
-    label = f"worker shim-{args.label}"
-    _say(f"{label}: torch {torch.__version__} imported in {time.perf_counter() - t0:.1f} s; "
-         f"device {torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}")
-    t = time.perf_counter()
-    serve = _load_serve()
-    cfg = serve.Config(max_len=args.prompt_len + args.new_tokens, hidden=args.hidden, layers=args.layers)
-    dtype = getattr(torch, args.dtype)
-    model = serve.build_model(cfg, "cuda", dtype, compile_layer=False)
-    prompts = torch.randint(0, cfg.vocab_size, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(0))
-    _say(f"{label}: model built in {time.perf_counter() - t:.1f} s")
-    t = time.perf_counter()
-    _tps(serve, model, prompts, args.new_tokens, "cuda", True)  # warm-up: kernels load, allocator fills
-    _say(f"{label}: warm-up generate {time.perf_counter() - t:.1f} s")
-    t = time.perf_counter()
-    best = max(_tps(serve, model, prompts, args.new_tokens, "cuda", True)[0] for _ in range(args.repeat))
-    _say(f"{label}: {args.repeat} timed generates in {time.perf_counter() - t:.1f} s, best {best:.0f} tokens/s")
-    print("TPS " + json.dumps({"tps": best, "aliased": "cudashim.installers.cpu" in sys.modules}), flush=True)
-
-
-def _run_worker(label: str, cmd: list[str], env: dict[str, str], timeout: float) -> dict:
-    # the worker's progress goes straight to our stderr (live); its stdout carries the result line
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=None, text=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise SystemExit(f"bench_serve: shim-{label} worker still running after {timeout:.0f} s (killed); "
-                         "its progress lines above say where it was")
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_serve: shim-{label} worker exited {proc.returncode} (its stderr is above)")
-    line = next((ln for ln in out.splitlines() if ln.startswith("TPS ")), None)
-    if line is None:
-        raise SystemExit(f"bench_serve: shim-{label} worker printed no result:\n{out[-2000:]}")
-    return json.loads(line[4:])
-
-
-def bench_nvidia(args: argparse.Namespace) -> dict:
-    base = [str(ROOT / "benchmarks" / "bench_serve.py"), "--worker", "--batch", str(args.batch), "--prompt-len",
-            str(args.prompt_len), "--new-tokens", str(args.new_tokens), "--hidden", str(args.hidden), "--layers",
-            str(args.layers), "--dtype", args.dtype, "--repeat", str(args.repeat)]
-    # every worker imports this checkout's cudashim (the shim-on one through the launcher's
-    # bootstrap, the shim-off one for the portable flash_attn), installed or not
-    path = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env_off = dict(os.environ, CUDASHIM_DISABLE="1", PYTHONPATH=path)
-    env_on = {k: v for k, v in os.environ.items() if k != "CUDASHIM_DISABLE"}
-    env_on["PYTHONPATH"] = path
-    on, off = [], []
-    start = time.perf_counter()
-    for r in range(args.rounds):
-        if r and time.perf_counter() - start > args.budget_s:
-            _say(f"budget of {args.budget_s:.0f} s spent: stopping after {r} round(s)")
-            break
-        sides = [("off", [sys.executable, *base, "--label", "off"], env_off),
-                 ("on", [sys.executable, "-m", "cudashim", "run", "--platform", "nvidia", *base, "--label", "on"],
-                  env_on)]
-        if r % 2:  # alternate the order, so neither side always runs second
-            sides.reverse()
-        for label, cmd, env in sides:
-            _say(f"round {r + 1}/{args.rounds}: starting the shim-{label} worker")
-            t = time.perf_counter()
-            row = _run_worker(label, cmd, env, args.worker_timeout)
-            if row["aliased"]:
-                raise SystemExit("bench_serve: on nvidia nothing may be aliased, but the cpu alias layer was loaded")
-            _say(f"round {r + 1}/{args.rounds}: shim-{label} {row['tps']:.0f} tokens/s "
-                 f"(worker {time.perf_counter() - t:.1f} s, run {time.perf_counter() - start:.0f} s so far)")
-            (on if label == "on" else off).append(row["tps"])
-    return {"platform": "nvidia", "bare_tps": off, "shim_tps": on, "identical_tokens": None}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--platform", choices=["cpu", "nvidia"], default="cpu")
-    ap.add_argument("--rounds", type=int, default=None,
-                    help="paired rounds (default: 21 on cpu, in-process; 2 on nvidia, two fresh processes each)")
-    ap.add_argument("--repeat", type=int, default=5, help="timed generate calls per nvidia worker (best kept)")
-    ap.add_argument("--budget-s", type=float, default=80.0,
-                    help="nvidia: start no new round after this many seconds (the run stays near 90 s)")
-    ap.add_argument("--worker-timeout", type=float, default=150.0, help="nvidia: seconds one worker may take")
+    ap.add_argument("--rounds", type=int, default=21, help="paired rounds, in one process")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--dtype", default=None, help="model dtype (default: float32 on cpu, bfloat16 on nvidia)")
+    ap.add_argument("--dtype", default="float32", help="model dtype")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads for the cpu bench (1: on a shared box, OpenMP barriers waiting for a "
                          "descheduled thread would swamp the measurement); 0 keeps torch's default")
@@ -213,43 +121,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-control", dest="control", action="store_false",
                     help="cpu bench: skip the A/A control (a second bare model timed the same way), whose ratio "
                          "to the bare side shows the noise floor of this machine in this run")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--label", default="?", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    args.dtype = args.dtype or ("float32" if args.platform == "cpu" else "bfloat16")
-    args.rounds = args.rounds or (21 if args.platform == "cpu" else 2)
-    if args.worker:
-        _worker(args)
-        return 0
-    if args.platform == "cpu" and not _under_device():
+    if not _under_device():
         env = dict(os.environ)
         env.pop("CUDASHIM_DISABLE", None)
         cmd = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu", __file__, *(argv if argv is not None else sys.argv[1:])]
         return subprocess.run(cmd, cwd=ROOT, env=env).returncode
-    if args.platform == "cpu" and args.threads:
+    if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    if args.platform == "nvidia":
-        _say(f"nvidia: {args.rounds} round(s) of two fresh processes (shim off / shim on), "
-             f"{args.repeat} timed generates each, batch {args.batch}, {args.new_tokens} new tokens")
-    if args.platform == "nvidia":
-        res = bench_nvidia(args)
-    else:
-        res = bench_device(args)
-    goal = {"cpu-device": 0.95}.get(res["platform"], 0.99)
+    res = bench_device(args)
+    goal = 0.95
     # each round's pair ran back to back: the median of the per-round ratios is the least noisy figure
     ratio_med = statistics.median(s / b for s, b in zip(res["shim_tps"], res["bare_tps"]))
     ratio_best = max(res["shim_tps"]) / max(res["bare_tps"])
     res.update(ratio_median=ratio_med, ratio_best=ratio_best, goal=goal)
     print(json.dumps(res))
     unit = "tokens per CPU-second" if args.cpu_time else "tokens/s"
-    label = "written with 'cuda' under the shim" if args.platform == "cpu" else "shim on (nothing aliased)"
-    if res["platform"] == "cpu-device":
-        label = "written with 'cuda', on the emulated device"
-    base = "written with 'cpu', no shim" if args.platform == "cpu" else "shim off"
-    if res["platform"] == "cpu-device":
-        base = "written with 'cpu', CPU tensors, same process"
+    label = "written with 'cuda', on the emulated device"
+    base = "written with 'cpu', CPU tensors, same process"
     print(f"serve loop, {label}: {statistics.median(res['shim_tps']):.1f} {unit} (median of {len(res['shim_tps'])}); "
           f"{base}: {statistics.median(res['bare_tps']):.1f} {unit}")
     print(f"throughput ratio shim/bare: median of per-round ratios {ratio_med:.3f}, best-of {ratio_best:.3f} "

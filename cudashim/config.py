@@ -7,7 +7,7 @@ built-in pack names). CUDASHIM_DISABLE_PATCHES=key,... adds to `disable` from th
 Search order (first hit wins): CUDASHIM_CONFIG / an explicit path; from the script's folder (the
 working directory for -m/-c/executables) upward, in each folder `cudashim.toml` then a
 `pyproject.toml` holding [tool.cudashim], stopping at the project root: the first folder holding
-.git or a pyproject.toml (DESIGN.md §5: config comes from the project being run, never from above
+.git or a pyproject.toml (docs/design.md §5: config comes from the project being run, never from above
 it). No file → the empty Config. Every malformed input raises ConfigError naming the file, the key
 and the fix; standard-library and cudashim targets are refused unless `allow_protected_targets = true`.
 """
@@ -151,7 +151,7 @@ _ROOT_MARKS = (".git", "pyproject.toml")
 
 
 def _search(start: str | os.PathLike[str] | None) -> tuple[str | None, str, str | None]:
-    """(config file or None, folder searched from, project root or None) — DESIGN.md §5's trust rule.
+    """(config file or None, folder searched from, project root or None) — docs/design.md §5's trust rule.
 
     From `start` (the script's folder; the working directory when None, as for -m/-c/executables)
     upward, in each folder cudashim.toml then a pyproject.toml holding [tool.cudashim]; the search

@@ -241,7 +241,7 @@ def get(name: str, environ: "Mapping[str, str] | None" = None) -> object:
 
 
 # ---------------------------------------------------------------------------------------------------
-# What the bootstrap sets, per platform (DESIGN.md §3 step 4). Data, printed by `cudashim doctor`.
+# What the bootstrap sets, per platform (docs/design.md §3 step 4). Data, printed by `cudashim doctor`.
 #
 # mode "default": set only when absent; an explicit user value always wins.
 # mode "owned":   the shim needs this exact value and sets it even over a user value, saying so once.

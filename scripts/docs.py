@@ -1,20 +1,19 @@
-"""Regenerate the blocks of the docs that quote data, so a figure and its sentence cannot disagree.
+"""The results blocks of the docs, rendered from their data, so a figure and its sentence cannot disagree.
 
-    python scripts/docs.py --write     # rewrite every generated block in README.md and docs/*.md
-    python scripts/docs.py --check     # exit 1 naming each block that is out of date (CI runs this)
+`python scripts/generate.py --write` renders them with every other generated text (`--check`: a test
+fails when one is stale); this module renders one block.
 
 A block is the text between `<!-- results:NAME -->` and `<!-- /results:NAME -->`: it renders
 benchmarks/results/NAME.json (its figures or table, goal, command, date, host and commit). Prose around
 a block states what is measured and why; the numbers live only in the JSON. The capability table has
-its own generator (`python -m cudashim.platform.capabilities --write`).
+its own source (cudashim/platform/capabilities.py); scripts/generate.py renders both.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -79,23 +78,12 @@ def stale() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--write", action="store_true", help="rewrite the generated blocks")
-    g.add_argument("--check", action="store_true", help="exit 1 if a block is out of date")
-    args = ap.parse_args(argv)
-    if args.write:
-        for doc in _documents():
-            text = doc.read_text(encoding="utf-8")
-            new = refresh(text)
-            if new != text:
-                doc.write_text(new, encoding="utf-8")
-                print(f"rewrote {doc.relative_to(REPO)}")
-        return 0
-    bad = stale()
-    for b in bad:
-        print(f"out of date: {b} (run `python scripts/docs.py --write`)", file=sys.stderr)
-    return 1 if bad else 0
+    """`--write` / `--check`: scripts/generate.py's, which covers these blocks and every other generated text."""
+    spec = importlib.util.spec_from_file_location("_generate", Path(__file__).with_name("generate.py"))
+    assert spec is not None and spec.loader is not None
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    return int(generate.main(argv))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 
 - tests/fixtures holds the shared helpers (hwtrees, hwtest, replacements_ref, nvidia_gpu); pyproject's
   `pythonpath` puts it on sys.path, so test files import them by name (no sys.path edits).
-- Tiers are markers: `gpu` (an NVIDIA GPU; skipped without one, written once below), `subprocess`
-  (fresh interpreters: tests/subprocess, tests/hooks, tests/trust), `ascend_contract` (tests/ascend: the alias
-  layer over the real torch_npu sources), `slow`. `python -m pytest -m subprocess` runs one tier.
+- Tiers are markers, named in pyproject.toml; _FOLDER_TIERS below gives every test of a folder its tier,
+  and `gpu` is skipped without an NVIDIA GPU (written once below). docs/contributing.md's tier map is
+  generated from these two (`python scripts/generate.py --write`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,27 @@ from nvidia_gpu import has_nvidia_gpu
 __all__ = ["has_nvidia_gpu", "REPO"]
 
 REPO = Path(__file__).resolve().parents[1]
+
+# folder -> what its tests are about (docs/contributing.md's tree is generated from these lines; a test folder
+# without one fails `python scripts/generate.py --check`)
+FOLDERS = {
+    "ascend": "the ascend installer over the real torch_npu sources (contract tests)",
+    "cli": "`cudashim doctor` and the command line, in fresh interpreters",
+    "cpu": "the cpu platform's device: CUDA idioms, torch.compile, the install",
+    "device": "on an NVIDIA GPU only (skipped elsewhere): kernels, replacements, doctor, nano-vllm",
+    "e2e": "nano-vllm, unmodified, end to end on the emulated and the simulated device",
+    "emulated": "the emulated device's semantics (checks written to pass on real CUDA), build, faults",
+    "fixtures": "shared helpers, on sys.path: hardware trees, runners, the GPU probe",
+    "hooks": "the import hook and patch packs against throwaway packages",
+    "kernels": "the TileLang kernel library: dispatch, the torch backend, lowering (L2)",
+    "layout": "the repository itself: comments, docs, generated texts, import graph, the package",
+    "replacements": "flash-attn and deep_select replacements against float64 oracles",
+    "report": "the migration report, in process and end to end",
+    "simulated": "the simulated Ascend NPU: coverage, dtype checks, graphs, readiness",
+    "subprocess": "activation in fresh interpreters: what the first user line sees",
+    "trust": "untrusted input: configs, environment, launchers, report files",
+    "unit": "in-process units: the environment table, capabilities, config, hardware parsers",
+}
 
 # folder -> the tier marker every test in it carries
 _FOLDER_TIERS = {"subprocess": "subprocess", "hooks": "subprocess", "trust": "subprocess", "ascend": "ascend_contract"}

@@ -1,4 +1,4 @@
-"""Switching the shim on in a process, before any user code and before torch (DESIGN.md §2-§3).
+"""Switching the shim on in a process, before any user code and before torch (docs/design.md §2-§3).
 
 bootstrap() is what the sitecustomize trampolines call; activate()/deactivate() are the in-code
 route. The order is the point:
@@ -220,7 +220,7 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
         from .. import importhook
         from ..patches.packs import target_modules
 
-        # armed, not loaded (DESIGN.md §3 step 5): most shimmed processes (pip, tools, helpers a
+        # armed, not loaded (docs/design.md §3 step 5): most shimmed processes (pip, tools, helpers a
         # program spawns) never import torch or a patch target, and never load the patch registry
         # or the alias layer; loads at once when one of these is loaded (activate() after torch)
         names = target_modules(config, name, packages=True) | {"torch"}

@@ -1,4 +1,4 @@
-"""Python side of the emulated devices (DESIGN.md §4): the cuda device on the CPU, the simulated
+"""Python side of the emulated devices (docs/design.md §4): the cuda device on the CPU, the simulated
 Ascend NPU (emulated.npu).
 
 The emulated CUDA device: `cuda:N` tensors in host memory, run by PyTorch's CPU kernels.

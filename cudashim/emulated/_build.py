@@ -39,20 +39,34 @@ from ._elf import damage
 
 __all__ = ["EmulatedBuildError", "load", "build_dir", "SOURCES", "KEYS"]
 
-_CSRC = Path(__file__).resolve().parents[2] / "csrc"
-# grouped as PyTorch's reference backend groups its own: the device runtime (memory, devices, streams,
-# generators, the hooks torch asks), the operators, distributed, graphs; module.cpp binds them for Python.
+def _sources_folder() -> Path:
+    """csrc/: shipped inside the package as _csrc/ (a wheel, `pip install .`), or beside it in a checkout."""
+    package = Path(__file__).resolve().parents[1]
+    shipped = package / "_csrc"
+    return shipped if shipped.is_dir() else package.parent / "csrc"
+
+
+_CSRC = _sources_folder()
 # The two sources that take longest (module.cpp includes pybind11's headers; amp.cpp instantiates a kernel
 # for each operator of torch's autocast lists) come first: started first, the others fill the cores after.
-SOURCES = ("module.cpp", "ops/amp.cpp",
-           "runtime/devices.cpp", "runtime/allocator.cpp", "runtime/cache_model.cpp", "runtime/generator.cpp", "runtime/guard.cpp",
-           "runtime/hooks.cpp", "runtime/exit.cpp",
-           "ops/views.cpp", "ops/kernels.cpp", "ops/fallback.cpp", "ops/direct.cpp", "ops/sdpa.cpp",
-           "ops/rnn.cpp", "ops/linalg.cpp", "ops/npu_coverage.cpp", "ops/sparse.cpp", "ops/cuda_only.cpp", "ops/blas.cpp",
-           "ops/torch_cuda.cpp",
-           "distributed/collectives.cpp", "distributed/ddp_timer.cpp",
-           "graphs/graph.cpp", "graphs/pools.cpp")
-_HEADERS = ("shim.h", "ops/call.h")
+_FIRST = ("module.cpp", "ops/amp.cpp")
+_SOURCE_SUFFIXES = (".cpp",)
+_HEADER_SUFFIXES = (".h",)
+
+
+def native_files(csrc: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(sources, headers) under `csrc`, relative, read from the folder: every .cpp is compiled and every
+    .h is in the cache key, so a file added to csrc/ cannot be left out of either. Other files are not
+    part of the build (tests/layout checks that there are none)."""
+    if not csrc.is_dir():
+        return (), ()
+    files = sorted(p.relative_to(csrc).as_posix() for p in csrc.rglob("*") if p.is_file())
+    cpp = [f for f in files if f.endswith(_SOURCE_SUFFIXES)]
+    sources = tuple([f for f in _FIRST if f in cpp] + [f for f in cpp if f not in _FIRST])
+    return sources, tuple(f for f in files if f.endswith(_HEADER_SUFFIXES))
+
+
+SOURCES, _HEADERS = native_files(_CSRC)
 KEYS = ("CUDA", "PrivateUse1")  # what the core's init accepts
 _NAME = "cudashim_core"  # the extension's module name, compiled in (its PyInit_ symbol)
 _loaded: dict[str, ModuleType] = {}
@@ -64,7 +78,8 @@ class EmulatedBuildError(CudashimError):
 
 def _key(torch_version: str) -> str:
     h = hashlib.sha256()
-    for name in SOURCES + _HEADERS:
+    sources, headers = native_files(_CSRC)
+    for name in sources + headers:
         h.update(name.encode())
         h.update((_CSRC / name).read_bytes())
     h.update(torch_version.encode())
@@ -308,14 +323,14 @@ def _compile(where: Path, verbose: bool) -> ModuleType:
     _set_aside_interrupted(where)
     try:
         flags = FLAGS + _precompiled_header(where)
-        return cpp_extension.load(name=_NAME, sources=[str(_CSRC / s) for s in SOURCES], extra_cflags=flags,
+        return cpp_extension.load(name=_NAME, sources=[str(_CSRC / s) for s in native_files(_CSRC)[0]], extra_cflags=flags,
                            extra_include_paths=[str(_CSRC)], build_directory=str(where), verbose=verbose,
                            is_python_module=True, with_cuda=False)
     except Exception as e:
         raise EmulatedBuildError(
-            f"building the emulated device's native core failed: {_errors(str(e))}. It needs a C++17 compiler (g++) and "
-            "ninja; install them and run `python -m cudashim.emulated`, or choose another platform "
-            "(CUDASHIM_PLATFORM)") from e
+            f"building the emulated device's native core failed: {_errors(str(e))}. It needs a C++20 compiler "
+            "(g++ or clang++ accepting -std=c++20) and ninja (a dependency of the package: `pip install ninja`); "
+            "install them and run `python -m cudashim.emulated`, or choose another platform (CUDASHIM_PLATFORM)") from e
     finally:
         (where / f"{_PCH}.gch").unlink(missing_ok=True)  # hundreds of MB, of no use once the objects exist
 

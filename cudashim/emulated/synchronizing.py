@@ -1,6 +1,6 @@
 """The operators CUDA synchronizes on, as the emulated device enforces them under
 `torch.cuda.set_sync_debug_mode`: the table in synchronizing.json (measured on a GPU by
-benchmarks/sync_debug_cuda.py), read and checked here, registered by the native core."""
+verification/sync_debug_cuda.py), read and checked here, registered by the native core."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def table(path: Path = TABLE) -> list[tuple[str, str]]:
         ops = json.loads(path.read_text())["ops"]
     except (OSError, ValueError, KeyError) as e:
         raise CudashimError(f"the synchronizing-operator table {path} does not read ({e}); restore it from the "
-                            "repository or regenerate it with benchmarks/sync_debug_cuda.py") from e
+                            "repository or regenerate it with verification/sync_debug_cuda.py") from e
     out = []
     for name, when in ops.items():
         kind, _, arg = str(when).partition(":")

@@ -2,7 +2,7 @@
 `import torch` (the import hook calls install() through cudashim.installers).
 
 Nothing is renamed: `cuda:N` tensors live in host memory, run PyTorch's CPU kernels, and behave as
-CUDA's do (DESIGN.md section 5); NCCL groups are Gloo groups that answer as NCCL's
+CUDA's do (docs/design.md §5); NCCL groups are Gloo groups that answer as NCCL's
 (emulated/nccl.py). What stays here is what the device itself cannot say:
 
 * library probes that must see the truth (TileLang's target detection) see torch's real
@@ -39,7 +39,7 @@ def install() -> None:
         return
     import torch
 
-    real_is_available = torch.cuda.is_available  # library probes see the truth (DESIGN.md section 5)
+    real_is_available = torch.cuda.is_available  # library probes see the truth (docs/design.md §5)
     try:
         _device = emulated.install(_bindings, when_imported=when_imported)
         probes.install("cpu", real_is_available)

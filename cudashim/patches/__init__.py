@@ -1,4 +1,4 @@
-"""Per-symbol patch maps: swap CUDA-only symbols when their modules load (DESIGN.md §5).
+"""Per-symbol patch maps: swap CUDA-only symbols when their modules load (docs/design.md §5).
 
     PACKS, PLATFORM_MODE         the built-in patch packs and when they apply on each platform
     target_modules(config, p)    the modules holding a patch target active on platform p

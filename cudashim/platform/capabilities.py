@@ -1,9 +1,9 @@
 """THE capability table: capability x platform -> native / emulated / unsupported, how it fails, how far verified.
 
 The table is data (TABLE below); `require()` turns it into early, loud failures, and `render_markdown()` into
-the README copy (`python -m cudashim.platform.capabilities --write` refreshes README.md; a test fails when it is stale).
+the README copy (`python scripts/generate.py --write` refreshes it with every other generated text; a test fails when it is stale).
 
-Verification levels (DESIGN.md section 6): L0 written against the documented API; L1 contract-tested against
+Verification levels (docs/design.md §6): L0 written against the documented API; L1 contract-tested against
 the real upstream code; L1s ran end to end on the simulated target (`cudashim run --platform ascend --simulate`:
 the torch-npu wheel's Python over simulated natives, NPU operators implemented on the CPU from their docs; no NPU);
 L2 compiled for the target; L3 ran on the hardware (CPU rows: in CI).
@@ -339,7 +339,7 @@ def _cell_md(cap: Capability, cell: Entry) -> str:
 def render_markdown() -> str:
     """The table as Markdown, exactly what README.md holds between the capabilities markers."""
     lines = [
-        "Generated from `cudashim/platform/capabilities.py` (`python -m cudashim.platform.capabilities --write`). "
+        "Generated from `cudashim/platform/capabilities.py` (`python scripts/generate.py --write`). "
         "Levels: L0 written against the documented API, L1 contract-tested with real upstream code, "
         "L1s ran end to end on the simulated Ascend NPU (no NPU: CPU implementations, in CI), "
         "L2 compiled for the target, L3 ran on the hardware (CPU: in CI). "
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     changed = update_readme(readme, check=mode == "--check")
     if mode == "--check":
-        print(f"{readme}: capability table is {'stale; run python -m cudashim.platform.capabilities --write' if changed else 'current'}")
+        print(f"{readme}: capability table is {'stale; run python scripts/generate.py --write' if changed else 'current'}")
         return 1 if changed else 0
     print(f"{readme}: {'updated' if changed else 'already current'}")
     return 0

@@ -32,7 +32,7 @@ def _real_kernel() -> Optional[Callable[..., Any]]:
     if _real is _UNSET:
         try:
             # through the public API, as any replacement would: this module does not know how it
-            # is swapped in (DESIGN.md §4's import rules), only that its target may have an original
+            # is swapped in (docs/design.md §4's import rules), only that its target may have an original
             import cudashim
 
             _real = cudashim.original(_TARGET)

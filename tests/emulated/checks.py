@@ -265,20 +265,21 @@ def sync_debug_flags_data_dependent_ops() -> None:
 
 @check
 def sync_debug_operators_as_measured_on_cuda() -> None:
-    # every operator CUDA was measured to synchronize on (benchmarks/sync_debug_cuda.py over PyTorch's
+    # every operator CUDA was measured to synchronize on (verification/sync_debug_cuda.py over PyTorch's
     # operator database on a GPU) raises under sync debug mode "error" on the same OpInfos' samples,
     # and no operator outside the measured list does
     import json
     import sys
     from pathlib import Path
 
-    bench = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(bench))
+    repo = Path(__file__).resolve().parents[2]
+    harness = repo / "verification"
+    sys.path.insert(0, str(harness))
     try:
         from sync_debug_cuda import OWN, TABLE, measure
     finally:
-        sys.path.remove(str(bench))
-    measured = json.loads((bench / "results" / "sync_debug_cuda.json").read_text())["ops"]
+        sys.path.remove(str(harness))
+    measured = json.loads((repo / "benchmarks" / "results" / "sync_debug_cuda.json").read_text())["ops"]
     # the oracle is the measurement, not the device's table: operators that synchronized on every call
     enforced = {n for n, r in measured.items() if r["ran"] and r["synchronized"] == r["ran"] and n not in OWN}
     # allowed to synchronize: what did on some calls, the device's own copies, and indexing with a mask

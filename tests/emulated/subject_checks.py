@@ -1,4 +1,4 @@
-"""CUDA behaviour that third-party subjects (benchmarks/third_party.py) found missing on the emulated
+"""CUDA behaviour that third-party subjects (verification/third_party.py) found missing on the emulated
 device, written as plain CUDA code: each check passes on a real GPU (run it there with no shim, as
 test_subject_defects.py does when torch.cuda is really available) and failed on the device before
 its fix.

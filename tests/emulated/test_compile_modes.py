@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from emulated_run import REAL_CUDA, ROOT, run_checks, run_python
+from emulated_run import REAL_CUDA, ROOT, check_file_tests, run_python
 
 CHECK_NAMES = [
     "reduce_overhead_replays_with_new_inputs", "reduce_overhead_output_overwritten_by_a_later_run_raises",
@@ -25,18 +25,7 @@ CHECK_NAMES = [
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def results() -> dict:
-    return run_checks("compile_checks")
-
-
-def test_every_check_is_listed(results: dict) -> None:
-    assert sorted(results) == sorted(CHECK_NAMES)
-
-
-@pytest.mark.parametrize("name", CHECK_NAMES)
-def test_check(results: dict, name: str) -> None:
-    assert results[name]["ok"], results[name]["detail"]
+results, test_every_check_is_listed, test_check = check_file_tests("compile_checks", CHECK_NAMES)
 
 
 _FLEX_BACKWARD = """

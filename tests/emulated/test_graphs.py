@@ -4,9 +4,7 @@ so CUDA is the oracle for every observable result asserted here."""
 
 from __future__ import annotations
 
-import pytest
-
-from emulated_run import run_checks
+from emulated_run import check_file_tests
 
 CHECK_NAMES = [
     "static_input_updated_in_place_between_replays", "capture_runs_no_in_place_work",
@@ -26,15 +24,4 @@ CHECK_NAMES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def results() -> dict:
-    return run_checks("graph_checks")
-
-
-def test_every_check_is_listed(results: dict) -> None:
-    assert sorted(results) == sorted(CHECK_NAMES)
-
-
-@pytest.mark.parametrize("name", CHECK_NAMES)
-def test_check(results: dict, name: str) -> None:
-    assert results[name]["ok"], results[name]["detail"]
+results, test_every_check_is_listed, test_check = check_file_tests("graph_checks", CHECK_NAMES)

@@ -1,4 +1,4 @@
-"""A fixed slice of the operator-database sweep (benchmarks/opdb_sweep.py): the emulated device
+"""A fixed slice of the operator-database sweep (verification/opdb_sweep.py): the emulated device
 against CPU tensors over PyTorch's own OpInfo sample inputs, forward, backward and error inputs.
 
 The slice holds one operator of each class of defect the full sweep found: convolution choosing a
@@ -33,7 +33,7 @@ DTYPES = ["float32", "float64", "bfloat16", "complex64", "int64", "bool"]
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("opdb") / "slice.json"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "opdb_sweep.py"), "--ops", *SLICE, "--dtypes", *DTYPES,
+    cmd = [sys.executable, str(ROOT / "verification" / "opdb_sweep.py"), "--ops", *SLICE, "--dtypes", *DTYPES,
            "--samples", "30", "--jobs", "2", "--chunk", "6", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -5,9 +5,7 @@ device must keep; on an NVIDIA machine the same checks run on real CUDA (see tes
 
 from __future__ import annotations
 
-import pytest
-
-from emulated_run import run_checks
+from emulated_run import check_file_tests
 
 CHECK_NAMES = [
     "device_to_host_copy_copies", "host_to_device_copy_copies", "pinned_staging_buffer_reuse",
@@ -20,15 +18,4 @@ CHECK_NAMES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def results() -> dict:
-    return run_checks("checks")
-
-
-def test_every_check_is_listed(results: dict) -> None:
-    assert sorted(results) == sorted(CHECK_NAMES)
-
-
-@pytest.mark.parametrize("name", CHECK_NAMES)
-def test_check(results: dict, name: str) -> None:
-    assert results[name]["ok"], results[name]["detail"]
+results, test_every_check_is_listed, test_check = check_file_tests("checks", CHECK_NAMES)

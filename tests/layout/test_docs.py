@@ -49,7 +49,7 @@ def test_user_documents_name_no_issue() -> None:
 
 def test_generated_blocks_are_current() -> None:
     docs = _docs_module()
-    assert docs.stale() == [], "run `python scripts/docs.py --write`"
+    assert docs.stale() == [], "run `python scripts/generate.py --write`"
     quoted = {m.group("name") for p in [README, *DOCS] for m in docs.BLOCK.finditer(p.read_text(encoding="utf-8"))}
     assert quoted, "no generated block found: the marker format changed?"
 

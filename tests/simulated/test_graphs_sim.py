@@ -217,3 +217,23 @@ def test_readiness_report_lists_capture_refusals(tmp_path):
     assert refusals[0]["first_call_site"].endswith("prog.py:7"), refusals
     assert refusals[0]["refusal"].startswith("NPU function error: ")
     assert "graph-capture refusal" in r.stderr and "prog.py:7" in r.stderr
+
+
+REFUSED_IN_PYTHON = r"""
+import torch, torch_npu
+g = torch.npu.NPUGraph()
+try:
+    g.capture_begin()
+except RuntimeError:
+    pass
+"""
+
+
+def test_readiness_report_counts_a_refusal_raised_in_python(tmp_path):
+    """NPUGraph.cpp's checks before capture are made in Python (emulated/npu/graphs.py), not by the core:
+    the report counts them too (capture on the default stream)."""
+    _, r, ready = run_readiness(tmp_path, REFUSED_IN_PYTHON)
+    refusals = ready["graph_capture_refusals"]
+    assert [x["refusal"][:44] for x in refusals] == ["NPU graphs must be captured on a non-default"], refusals
+    assert refusals[0]["calls"] == 1
+    assert refusals[0]["first_call_site"].endswith("prog.py:5"), refusals

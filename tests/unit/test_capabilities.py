@@ -47,7 +47,7 @@ def test_cells_are_well_formed(cap_id, plat):
     if cell.status == "unsupported" or cell.failure == caps.WARN and cell.status == "emulated":
         assert cell.failure and cell.way_out, "a cell that fails or degrades must say how and what to do instead"
     if plat == "ascend":
-        assert cell.level != "L3", "nothing here runs on an Ascend NPU (DESIGN.md section 6)"
+        assert cell.level != "L3", "nothing here runs on an Ascend NPU (docs/design.md §6)"
     else:
         assert cell.level != "L1s", "L1s is the simulated Ascend NPU's level: an ascend cell only"
 
@@ -140,7 +140,7 @@ def test_markdown_has_a_row_per_capability():
 
 def test_readme_copy_is_current():
     assert not caps.update_readme(README, check=True), \
-        "README.md capability table is stale; run: python -m cudashim.platform.capabilities --write"
+        "README.md capability table is stale; run: python scripts/generate.py --write"
 
 
 def test_stale_readme_is_detected_and_rewritten(tmp_path):

@@ -54,8 +54,8 @@ CAPTURE_WORDS = {
 
 
 def _refuse(message: str) -> RuntimeError:
-    """torch_npu's refusal, counted by the readiness report when it is on (report_readiness.capture_refused)."""
-    readiness = sys.modules.get("cudashim.report_readiness")
+    """torch_npu's refusal, counted by the readiness report when it is on (report.readiness.capture_refused)."""
+    readiness = sys.modules.get("cudashim.report.readiness")
     if readiness is not None:
         readiness.capture_refused(message)
     return RuntimeError(message)

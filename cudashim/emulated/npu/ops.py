@@ -1,6 +1,6 @@
 """torch_npu's NPU operators that cudashim calls on ascend, implemented on the CPU in plain torch.
 
-These are the simulated NPU's operators (DESIGN.md §1, "Simulated Ascend"): CPU implementations of each
+These are the simulated NPU's operators (docs/design.md §1, "Simulated Ascend"): CPU implementations of each
 operator's DOCUMENTED semantics (torch-npu 2.13.0's `_op_plugin_docs.py`, the same text on hiascend.com;
 every convention is cited where it is implemented), never a claim about what an NPU computes. Arguments
 the documentation forbids raise `NpuOperatorError`; documented features not simulated raise

@@ -1,8 +1,8 @@
 """Which aten operators CUDA synchronizes on, measured on a real GPU over PyTorch's operator database.
 
-    CUDASHIM_DISABLE=1 python benchmarks/sync_debug_cuda.py                     # measure, write the results
-    CUDASHIM_DISABLE=1 python benchmarks/sync_debug_cuda.py --update-table      # ... and the device's table
-    python benchmarks/sync_debug_cuda.py --from part1.json part2.json --update-table  # merge parts, no GPU
+    CUDASHIM_DISABLE=1 python verification/sync_debug_cuda.py                     # measure, write the results
+    CUDASHIM_DISABLE=1 python verification/sync_debug_cuda.py --update-table      # ... and the device's table
+    python verification/sync_debug_cuda.py --from part1.json part2.json --update-table  # merge parts, no GPU
 
 Every OpInfo of `op_db` runs its sample inputs (a few dtypes, forward and backward) on `cuda` under a
 TorchDispatchMode that calls each aten operator once with `torch.cuda.set_sync_debug_mode("error")`:
@@ -143,7 +143,7 @@ def update_table(result: dict[str, Any]) -> dict[str, Any]:
             review[name] = f"synchronized on {r['synchronized']} of {r['ran']} calls"
     table.update(old["ops"])
     return {"about": old["about"], "source": f"measured on {result['gpu']} with torch {result['torch']} "
-            "(benchmarks/sync_debug_cuda.py)", "ops": table, "review": review}
+            "(verification/sync_debug_cuda.py)", "ops": table, "review": review}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         if not torch.cuda.is_available():
-            print("needs a CUDA GPU and no shim: CUDASHIM_DISABLE=1 python benchmarks/sync_debug_cuda.py", file=sys.stderr)
+            print("needs a CUDA GPU and no shim: CUDASHIM_DISABLE=1 python verification/sync_debug_cuda.py", file=sys.stderr)
             return 2
         result = measure(a.ops, a.samples, a.dtypes)
     summarise(result, json.loads(TABLE.read_text()))

@@ -1,10 +1,10 @@
 """The emulated device (or the simulated NPU) against the CPU over PyTorch's operator database.
 
-    python benchmarks/opdb_sweep.py                                  # every OpInfo, every sample, fwd+bwd+errors
-    python benchmarks/opdb_sweep.py --ops 'nn.functional.conv*' --samples 3 --dtypes float32 bfloat16
-    python benchmarks/opdb_sweep.py --device npu                     # the simulated NPU
-    python benchmarks/opdb_sweep.py --jobs 2 --out benchmarks/results/opdb_cuda.json
-    python benchmarks/opdb_sweep.py --ops 'zeros_like' --update benchmarks/results/opdb_cuda.json
+    python verification/opdb_sweep.py                                  # every OpInfo, every sample, fwd+bwd+errors
+    python verification/opdb_sweep.py --ops 'nn.functional.conv*' --samples 3 --dtypes float32 bfloat16
+    python verification/opdb_sweep.py --device npu                     # the simulated NPU
+    python verification/opdb_sweep.py --jobs 2 --out benchmarks/results/opdb_cuda.json
+    python verification/opdb_sweep.py --ops 'zeros_like' --update benchmarks/results/opdb_cuda.json
 
 Each OpInfo of `torch.testing._internal.common_methods_invocations.op_db` runs, for every dtype the CPU
 supports, its sample inputs forward and (where it supports autograd) backward, on the device and on CPU
@@ -37,7 +37,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(ROOT / "benchmarks")]  # _results: the one writer of results files
 from opdb_cases import CODES, summarize  # noqa: E402
 
 __all__ = ["main", "sweep"]
@@ -194,19 +194,13 @@ def _update(path: Path, part: dict[str, Any]) -> dict[str, Any]:
     return full
 
 
-def _record_summary(result: dict[str, Any], device: str) -> None:
-    """The figures the docs quote (scripts/docs.py blocks): the share equal per mode, and the cases not
-    equal by mode, code and operator."""
+def _record_summary(result: dict[str, Any], device: str, out: Path) -> None:
+    """The figures the docs quote: opdb_summary.py's digest (its one writer), and the cases not equal by
+    mode, code and operator."""
     import _results
+    import opdb_summary
 
-    modes = result["summary"]
-    _results.record(f"opdb_{device}_summary", {}, goal="forward >= 0.999, backward >= 0.995 of cases equal to the CPU",
-                    note=f"{result['ops']} OpInfos, {result['seconds']} s (`{result['command']}` at {result['commit'][:12]})"
-                         + "".join(f"; {len(u['ops'])} ops run again at {u['commit'][:12]}" for u in result.get("updates", []))
-                         + f"; full table: benchmarks/results/opdb_{device}.json",
-                    table={"columns": ["mode", "cases", "equal share", "codes"],
-                           "rows": [[m, v["cases"], v["equal_share"], json.dumps(v["codes"], sort_keys=True)]
-                                    for m, v in sorted(modes.items())]})
+    opdb_summary.write(result, out)
     counts: dict[tuple[str, str, str], int] = {}
     for r in result["not_equal"]:
         key = (r["mode"], r["code"], r["op"])
@@ -246,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     if out.resolve() == (ROOT / "benchmarks" / "results" / f"opdb_{opts.device}.json").resolve():
-        _record_summary(result, opts.device)
+        _record_summary(result, opts.device, out)
     for mode, m in result["summary"].items():
         print(f"{mode:10s} cases {m['cases']:7d}  equal {m['equal_share']}  {m['codes']}")
     print(f"written: {out}")

@@ -1,6 +1,6 @@
 """Evidence, on an NVIDIA box, that hardware discovery creates no CUDA context.
 
-    python3 benchmarks/gpu_probe_no_context.py
+    python3 verification/gpu_probe_no_context.py
 
 1. runs accelerator_kind() and the NVML probe (discover_gpus: name, compute capability, NUMA);
 2. right after, asks `nvidia-smi --query-compute-apps=pid` whether this pid holds a context, and

@@ -1,9 +1,9 @@
-"""Issue 17's third-party "must show" on the emulated CUDA device: other projects' own CUDA-selecting
+"""Third-party code on the emulated CUDA device: other projects' own CUDA-selecting
 test suites and unmodified CUDA-written programs, each against its own CPU run.
 
-    python benchmarks/third_party.py --setup                  # pip: pinned subjects (+ tensorboard) + their sdists
-    python benchmarks/third_party.py suites --sources DIR [NAME ...]   # minutes each (one at a time)
-    python benchmarks/third_party.py programs --sources DIR [NAME ...]
+    python verification/third_party.py --setup                  # pip: pinned subjects (+ tensorboard) + their sdists
+    python verification/third_party.py suites --sources DIR [NAME ...]   # minutes each (one at a time)
+    python verification/third_party.py programs --sources DIR [NAME ...]
 
 Suites (`third_party_subjects.SUITES`): the test files of each pinned sdist are copied into a fresh
 folder and run twice with pytest — plain torch on the CPU (CUDA absent, so the suite takes its CPU
@@ -39,7 +39,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 import _results  # noqa: E402
 from third_party_subjects import PROGRAM_PINS, PROGRAMS, REPOS, SUITES, Program, Suite, figures  # noqa: E402
 
@@ -293,7 +293,7 @@ def _record_suites(rows: list[list[object]]) -> None:
                                            **{f"ratio {n}": v for n, v in ratios.items()}, "goal met": met},
                     table={"columns": SUITE_COLUMNS, "rows": ordered},
                     goal=f"each suite at least {GOAL} of its CPU run's passes, none skipped for want of CUDA",
-                    note=("Each row is measured by `python benchmarks/third_party.py suites --sources DIR NAME` at the commit and date "
+                    note=("Each row is measured by `python verification/third_party.py suites --sources DIR NAME` at the commit and date "
                           "it names; the command below is the last such run." + (f" Not yet measured: {', '.join(missing)}." if missing else "")))
 
 

@@ -1,7 +1,7 @@
-"""The third-party subjects of issue 17's "must show": pinned test suites and CUDA-written programs.
+"""The third-party subjects: pinned test suites and CUDA-written programs.
 
 Nothing here is copied from the subjects: suites come as their sdists from the package index (pinned
-versions, downloaded by `benchmarks/third_party.py --setup`), programs from their repositories at
+versions, downloaded by `verification/third_party.py --setup`), programs from their repositories at
 pinned commits (read-only checkouts the user points to with `--sources`), and so do the tests of a
 suite whose sdist ships none. Each program runs with its
 own command-line options only; where it needs a data set, `make_*` below writes a small synthetic one

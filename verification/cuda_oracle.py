@@ -1,6 +1,6 @@
 """CUDA itself as the oracle: the emulated device's check files run on a real GPU with the shim off.
 
-    python benchmarks/cuda_oracle.py            # on a machine with an NVIDIA GPU and a CUDA torch
+    python verification/cuda_oracle.py            # on a machine with an NVIDIA GPU and a CUDA torch
 
 Each check file (tests/emulated/checks.py, graph_checks.py, subject_checks.py, memory_checks.py,
 compile_checks.py, sync_checks.py) states a
@@ -19,7 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(REPO / "benchmarks")]  # _results: the one writer of results files
 import _results  # noqa: E402
 
 FILES = ("checks", "graph_checks", "subject_checks", "memory_checks", "compile_checks", "sync_checks")

@@ -1,7 +1,7 @@
 """The figures of an operator-database sweep for the docs: per mode the cases and the share equal to the
 CPU, and the cases not equal grouped by operator, mode, outcome and the first line of their detail.
 
-    python benchmarks/opdb_summary.py benchmarks/results/opdb_npu.json     # -> results/opdb_npu_summary.json
+    python verification/opdb_summary.py benchmarks/results/opdb_npu.json     # -> results/opdb_npu_summary.json
 
 The sweep's own table (`opdb_sweep.py --out`) holds every case; this writes the digest that
 docs/operator-coverage.md quotes through its `<!-- results:opdb_<device>_summary -->` block, with the
@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent / "benchmarks")]  # _results: the one writer of results files
 import _results  # noqa: E402
 from opdb_cases import CODES  # noqa: E402
 
-__all__ = ["digest", "main"]
+__all__ = ["digest", "write", "main"]
 
 GOALS = {"forward": 0.999, "backward": 0.995}
 
@@ -62,24 +62,33 @@ def digest(sweep: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return figures, table
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sweep", type=Path, help="a result of opdb_sweep.py")
-    a = ap.parse_args(argv)
-    sweep = json.loads(a.sweep.read_text())
+def write(sweep: dict[str, Any], source: Path) -> Path:
+    """Write results/opdb_<device>_summary.json from a sweep's result read from (or written to) `source`:
+    the one writer of that file (opdb_sweep.py calls it after a full sweep)."""
     figures, table = digest(sweep)
     used = {c for m in sweep["summary"].values() for c in m["codes"]}
     name = f"opdb_{sweep['device']}_summary"
     options = {k: v for k, v in sweep["options"].items() if v and k != "ran"}  # "ran": the ops a re-run took
-    _results.record(name, figures, table=table,
-                    goal=f"forward at least {GOALS['forward']} and backward at least {GOALS['backward']} of the cases equal",
-                    note=(f"From the sweep `{sweep['command']}` of {sweep['date']} at `{sweep['commit'][:12]}` "
-                          f"(torch {sweep['torch']}, {sweep['ops']} OpInfos, options {options}, "
-                          f"{sweep['seconds']} s; every case in `{a.sweep.as_posix()}`)."
-                          + "".join(f" Then `{u['command']}` at `{u['commit'][:12]}` ({len(u['ops'])} OpInfos run "
-                                    f"again, {u['date']})." for u in sweep.get("updates", []))
-                          + " Codes: "
-                          + "; ".join(f"`{k}` {v}" for k, v in CODES.items() if k != "=" and k in used) + "."))
+    try:
+        shown = source.resolve().relative_to(HERE.parent).as_posix()
+    except ValueError:
+        shown = source.as_posix()
+    return _results.record(name, figures, table=table,
+                           goal=f"forward at least {GOALS['forward']} and backward at least {GOALS['backward']} of the cases equal",
+                           note=(f"From the sweep `{sweep['command']}` of {sweep['date']} at `{sweep['commit'][:12]}` "
+                                 f"(torch {sweep['torch']}, {sweep['ops']} OpInfos, options {options}, "
+                                 f"{sweep['seconds']} s; every case in `{shown}`)."
+                                 + "".join(f" Then `{u['command']}` at `{u['commit'][:12]}` ({len(u['ops'])} OpInfos run "
+                                           f"again, {u['date']})." for u in sweep.get("updates", []))
+                                 + " Codes: "
+                                 + "; ".join(f"`{k}` {v}" for k, v in CODES.items() if k != "=" and k in used) + "."))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweep", type=Path, help="a result of opdb_sweep.py")
+    a = ap.parse_args(argv)
+    write(json.loads(a.sweep.read_text()), a.sweep)
     return 0
 
 

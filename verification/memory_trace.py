@@ -1,9 +1,9 @@
 """The caching allocator's statistics after every step of fixed programs, for comparing a GPU with the
 emulated device under a profile.
 
-    CUDASHIM_DISABLE=1 python benchmarks/memory_trace.py OUT.json                      # on the GPU
-    python -m cudashim run --profile h200 benchmarks/memory_trace.py OUT.json          # emulated
-    python benchmarks/memory_trace.py --compare GPU.json EMULATED.json [--json RESULT.json]
+    CUDASHIM_DISABLE=1 python verification/memory_trace.py OUT.json                      # on the GPU
+    python -m cudashim run --profile h200 verification/memory_trace.py OUT.json          # emulated
+    python verification/memory_trace.py --compare GPU.json EMULATED.json [--json RESULT.json]
     ... memory_trace.py --detail DIR --programs a,b OUT.json    # also DIR/NAME.json per program (below)
 
 Programs (each in a fresh process of the same interpreter and environment, with a compiler cache of
