@@ -35,6 +35,8 @@ FOLDERS = {
     "report": "the migration report, in process and end to end",
     "simulated": "the simulated Ascend NPU: coverage, dtype checks, graphs, readiness",
     "subprocess": "activation in fresh interpreters: what the first user line sees",
+    "triton_ascend": "Triton on ascend: triton-ascend's refusals on the simulated NPU, its frontend, the real-NPU wiring",
+    "triton_route": "Triton kernels on the emulated device: the interpreter's gaps, graphs, compile, the corpus, batching",
     "trust": "untrusted input: configs, environment, launchers, report files",
     "unit": "in-process units: the environment table, capabilities, config, hardware parsers",
 }
