@@ -73,7 +73,8 @@ def cuda_build(torch: Any) -> bool:
     Where the emulated device serves CUDA on such a build (no GPU found), those entry points ask a
     driver that is not there; the device binds its own over them (binds_over_cuda_entry), as it
     supplies the ones a CPU build lacks, and torch.backends.cudnn answers "not available" as a CPU
-    build's does (emulated/cpu_build.py). The core replaces the build's CUDA kernels (torch_cuda.cpp).
+    build's does (emulated/cpu_build.py); Inductor's CUDA-graph pool hooks in torch._C are the device's
+    on both builds (emulated/graph_trees.py). The core replaces the build's CUDA kernels (torch_cuda.cpp).
     """
     return hasattr(getattr(torch, "_C", None), "_cuda_getDeviceCount")
 

@@ -105,8 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(runs[-1], indent=1), file=sys.stderr)
     out = Path(a.out)
     previous = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
-    seen = {r.get("torch") for r in runs}
-    kept = [r for r in previous if r.get("torch") not in seen]  # one row per torch: the newest run of it
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("torch"), tuple(r.get("steps", {}).get("slice", {}).get("files", ()))
+
+    seen = {key(r) for r in runs}
+    kept = [r for r in previous if key(r) not in seen]  # one row per torch and slice: the newest run of it
     record = {"benchmark": "torch_matrix", "command": "bash scripts/test --matrix " + " ".join(a.pythons),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": host(), "commit": commit(),
               "runs": kept + runs}
