@@ -100,7 +100,8 @@ def _slice(entry: dict[str, Any], steps: dict[str, Any], python: str, slice_: tu
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/test --matrix", description=__doc__.split("\n\n")[0])
-    ap.add_argument("pythons", nargs="+", help="interpreters of the environments, one torch each")
+    ap.add_argument("pythons", nargs="*", help="interpreters of the environments, one torch each")
+    ap.add_argument("--merge", nargs="*", default=[], help="results files of runs made elsewhere (other --out), added")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "torch_matrix.json"))
     ap.add_argument("--slice", nargs="*", default=list(SLICE), help="test files or folders (default: SLICE)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per program run (the slice: 4x)")
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scripts/test --matrix: {python}", file=sys.stderr)
         runs.append(one(python, tuple(a.slice), a.timeout, a.slice_only))
         print(json.dumps(runs[-1], indent=1), file=sys.stderr)
+    for path in a.merge:
+        runs += json.loads(Path(path).read_text()).get("runs", [])
     out = Path(a.out)
     previous = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -118,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     seen = {key(r) for r in runs}
     kept = [r for r in previous if key(r) not in seen]  # one row per torch and slice: the newest run of it
-    record = {"benchmark": "torch_matrix", "command": "bash scripts/test --matrix " + " ".join(a.pythons),
+    record = {"benchmark": "torch_matrix", "command": "bash scripts/test --matrix " + " ".join(sys.argv[1:]),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": host(), "commit": commit(),
               "runs": kept + runs}
     out.write_text(json.dumps(record, indent=1) + "\n")
