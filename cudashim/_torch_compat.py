@@ -17,6 +17,7 @@ the torch module as an argument, so nothing here imports torch on its own.
 
 from __future__ import annotations
 
+import importlib
 import re
 from importlib import metadata
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from .errors import CudashimError
 
 __all__ = ["SUPPORTED", "SUPPORTED_SPEC", "NPU_RELEASES", "UnsupportedTorchError", "release", "check_supported",
-           "cuda_build", "binds_over_cuda_entry", "flat_all_gathers", "torch_npu_release", "installed_torch_version", "decisions"]
+           "cuda_build", "binds_over_cuda_entry", "flat_all_gathers", "triton_tma_probe", "torch_npu_release", "installed_torch_version", "decisions"]
 
 #: the oldest and newest torch minor releases the shim is tested with (both ends included)
 SUPPORTED = ((2, 13), (2, 15))
@@ -73,7 +74,8 @@ def cuda_build(torch: Any) -> bool:
     Where the emulated device serves CUDA on such a build (no GPU found), those entry points ask a
     driver that is not there; the device binds its own over them (binds_over_cuda_entry), as it
     supplies the ones a CPU build lacks, and torch.backends.cudnn answers "not available" as a CPU
-    build's does (emulated/cpu_build.py). The core replaces the build's CUDA kernels (torch_cuda.cpp).
+    build's does (emulated/cpu_build.py); Inductor's CUDA-graph pool hooks in torch._C are the device's
+    on both builds (emulated/graph_trees.py). The core replaces the build's CUDA kernels (torch_cuda.cpp).
     """
     return hasattr(getattr(torch, "_C", None), "_cuda_getDeviceCount")
 
@@ -88,6 +90,14 @@ def flat_all_gathers(c10d: Any) -> list[str]:
     and _all_gather_base, and all_gather_single where torch has it (2.13 added it, and the other two call
     it; SyncBatchNorm's NCCL branch gathers into a (1, world * n) buffer with it)."""
     return [n for n in ("all_gather_into_tensor", "all_gather_single", "_all_gather_base") if hasattr(c10d, n)]
+
+
+def triton_tma_probe(triton_utils: Any) -> str | None:
+    """The name of torch.utils._triton's device probe for Triton's TMA (tensor descriptors), which the
+    simulated NPU answers for the npu as torch_npu's Inductor backend does: _device_supports_tma until
+    2.13, _device_supports_tensor_descriptor from 2.14 (it asks torch.cuda's capability, None on npu)."""
+    names = ("_device_supports_tensor_descriptor", "_device_supports_tma")
+    return next((n for n in names if hasattr(triton_utils, n)), None)
 
 
 def installed_torch_version() -> str | None:
@@ -119,6 +129,7 @@ def decisions(torch: Any, core: Any = None) -> dict[str, Any]:
         "cuda_build": cuda_build(torch),
         "flat_all_gathers": flat_all_gathers(torch.distributed.distributed_c10d) if torch.distributed.is_available() else [],
         "torch_npu_release": torch_npu_release(str(torch.__version__)),
+        "triton_tma_probe": triton_tma_probe(importlib.import_module("torch.utils._triton")),
     }
     if core is not None and hasattr(core, "torch_cuda_kernels_replaced"):
         out["torch_cuda_kernels_replaced"] = int(core.torch_cuda_kernels_replaced())

@@ -61,7 +61,7 @@ def _counts(out: str) -> dict[str, int]:
     return {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)", tail)}
 
 
-def one(python: str, slice_: tuple[str, ...], timeout: float) -> dict[str, Any]:
+def one(python: str, slice_: tuple[str, ...], timeout: float, slice_only: bool = False) -> dict[str, Any]:
     """Every step for one interpreter."""
     probe = ("import torch, json; from cudashim import _torch_compat as c; "
              "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, "
@@ -75,6 +75,8 @@ def one(python: str, slice_: tuple[str, ...], timeout: float) -> dict[str, Any]:
     steps: dict[str, Any] = {}
     rc, out, s = _run([python, "-m", "cudashim.emulated"], 1800)
     steps["core_build"] = {"rc": rc, "seconds": s}
+    if slice_only:
+        return _slice(entry, steps, python, slice_, timeout)
     rc, out, s = _run([python, "-m", "cudashim", "run", "examples/serve.py"], timeout)
     m = re.search(r"serve: .*", out)
     steps["serve_cpu"] = {"rc": rc, "seconds": s, "line": m.group(0) if m else out.strip().splitlines()[-1:]}
@@ -83,6 +85,11 @@ def one(python: str, slice_: tuple[str, ...], timeout: float) -> dict[str, Any]:
     ready = re.search(r".*torch_npu \d+\.\d+.*", out)
     steps["serve_simulated_npu"] = {"rc": rc, "seconds": s, "line": m.group(0) if m else out.strip().splitlines()[-1:],
                                     "readiness": ready.group(0).strip() if ready else None}
+    return _slice(entry, steps, python, slice_, timeout)
+
+
+def _slice(entry: dict[str, Any], steps: dict[str, Any], python: str, slice_: tuple[str, ...],
+           timeout: float) -> dict[str, Any]:
     rc, out, s = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *slice_], timeout * 4)
     steps["slice"] = {"rc": rc, "seconds": s, "counts": _counts(out), "files": list(slice_),
                       "failures": [ln for ln in out.splitlines() if ln.startswith(("FAILED", "ERROR"))][:40]}
@@ -93,21 +100,28 @@ def one(python: str, slice_: tuple[str, ...], timeout: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/test --matrix", description=__doc__.split("\n\n")[0])
-    ap.add_argument("pythons", nargs="+", help="interpreters of the environments, one torch each")
+    ap.add_argument("pythons", nargs="*", help="interpreters of the environments, one torch each")
+    ap.add_argument("--merge", nargs="*", default=[], help="results files of runs made elsewhere (other --out), added")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "torch_matrix.json"))
     ap.add_argument("--slice", nargs="*", default=list(SLICE), help="test files or folders (default: SLICE)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per program run (the slice: 4x)")
+    ap.add_argument("--slice-only", action="store_true", help="the core and the slice, not the serve runs")
     a = ap.parse_args(argv)
     runs = []
     for python in a.pythons:
         print(f"scripts/test --matrix: {python}", file=sys.stderr)
-        runs.append(one(python, tuple(a.slice), a.timeout))
+        runs.append(one(python, tuple(a.slice), a.timeout, a.slice_only))
         print(json.dumps(runs[-1], indent=1), file=sys.stderr)
+    for path in a.merge:
+        runs += json.loads(Path(path).read_text()).get("runs", [])
     out = Path(a.out)
     previous = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
-    seen = {r.get("torch") for r in runs}
-    kept = [r for r in previous if r.get("torch") not in seen]  # one row per torch: the newest run of it
-    record = {"benchmark": "torch_matrix", "command": "bash scripts/test --matrix " + " ".join(a.pythons),
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("torch"), tuple(r.get("steps", {}).get("slice", {}).get("files", ()))
+
+    seen = {key(r) for r in runs}
+    kept = [r for r in previous if key(r) not in seen]  # one row per torch and slice: the newest run of it
+    record = {"benchmark": "torch_matrix", "command": "bash scripts/test --matrix " + " ".join(sys.argv[1:]),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": host(), "commit": commit(),
               "runs": kept + runs}
     out.write_text(json.dumps(record, indent=1) + "\n")

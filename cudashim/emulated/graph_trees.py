@@ -101,9 +101,8 @@ def _hooks(torch: Any, core: Any) -> dict[str, Any]:
 
 def bind(bindings: Any, torch: Any, core: Any) -> None:
     """Bind the hooks into torch._C. A CPU build has some of them as placeholders that raise ("Tried to
-    instantiate dummy base class"): those are replaced; a build with CUDA keeps its own."""
-    if torch.backends.cuda.is_built():
-        return
+    instantiate dummy base class"), a CUDA build has CUDA's own, which ask the caching allocator of a GPU
+    the device is not (_torch_compat.cuda_build): both are replaced."""
     memory = getattr(torch.cuda, "memory", None)
     for name, fn in _hooks(torch, core).items():
         bindings.bind(torch._C, name, fn, f"torch._C.{name}", "emulated")

@@ -75,7 +75,10 @@ def test_bad_visible_devices_names_the_variable():
 def test_missing_wheel_names_the_fix(tmp_path):
     r = run_sim(["-c", "import torch"], {"CUDASHIM_WHEEL_CACHE": str(tmp_path)})
     assert r.returncode != 0
-    assert "scripts/install" in r.stderr and "torch-npu==2.13.0" in r.stderr
+    # the release built for the installed torch (torch-npu 2.13.0 for torch 2.13, 2.14.0 for 2.14 on)
+    from cudashim._torch_compat import torch_npu_release
+
+    assert "scripts/install" in r.stderr and f"torch-npu=={torch_npu_release()}" in r.stderr
 
 
 def test_simulate_is_ascend_only():

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._torch_compat import triton_tma_probe
+
 __all__ = ["register"]
 
 
@@ -49,7 +51,9 @@ def _patch_device_supports_tma(torch: Any) -> None:
     def _device_supports_tma() -> bool:
         return torch.npu.is_available() and not torch.version.hip
 
-    triton_utils._device_supports_tma = _device_supports_tma
+    name = triton_tma_probe(triton_utils)
+    if name is not None:
+        setattr(triton_utils, name, _device_supports_tma)
 
 
 def _interface(torch: Any) -> type:
