@@ -38,9 +38,6 @@ REASONS: list[tuple[str, str, tuple[str, ...], str]] = [
     ("meta", "m", ("nn.functional.embedding_bag",),
      "_embedding_bag_forward_only's auxiliary outputs (offset2bag, bag_size) are the CPU kernel's; its "
      "backward reads them in the CPU's layout"),
-    ("meta", "m", ("fft.",),
-     "the CPU's FFT (pocketfft) lays its complex output out otherwise than cuFFT, whose strides the meta "
-     "function states"),
 ]
 
 

@@ -434,6 +434,40 @@ void convolution_as_device(const c10::OperatorHandle& op, torch::jit::Stack* sta
   }
 }
 
+// Operators whose CPU kernel lays an output out otherwise than their meta function (what torch.compile
+// traces with, and cuFFT's layout) says: pocketfft's complex results. The device computes with the CPU
+// kernel and hands each output back in the meta function's strides (one copy where they differ), so a
+// compiled graph's size and stride asserts on these extern kernels hold. Found by the meta-agreement
+// oracle (benchmarks/opdb_oracles.py).
+const char* const kMetaLayout[] = {"_fft_r2c", "_fft_c2c", "_fft_c2r"};
+
+void meta_laid_out(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  torch::jit::Stack meta(stack->end() - n, stack->end());
+  for (c10::IValue& v : meta) {
+    if (!v.isTensor()) continue;
+    const at::Tensor& t = v.toTensor();
+    v = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  }
+  fallback(op, stack);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  } catch (const c10::Error&) {
+    return;  // no prediction to meet: the CPU's layout stands
+  }
+  const size_t m = op.schema().returns().size();
+  for (size_t i = 0; i < m && i < meta.size(); ++i) {
+    c10::IValue& v = (*stack)[stack->size() - m + i];
+    if (!v.isTensor() || !meta[i].isTensor()) continue;
+    const at::Tensor got = v.toTensor();
+    const at::Tensor& want = meta[i].toTensor();
+    if (got.sizes() != want.sizes() || got.strides() == want.strides()) continue;
+    at::Tensor laid = at::empty_strided(got.sizes(), want.strides(), got.options());
+    laid.copy_(got);
+    v = std::move(laid);
+  }
+}
+
 void answers_no(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   torch::jit::drop(*stack, op.schema().arguments().size());
   stack->emplace_back(false);
@@ -446,6 +480,7 @@ void register_fallback() {
   static torch::Library m(torch::Library::IMPL, "aten", kKey, __FILE__, __LINE__);
   for (const char* op : kChoosesBackend) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&convolution_as_device>());
   if (!is_cuda()) return;  // torch_npu has none of them: on the simulated NPU they take its fallback
+  for (const char* op : kMetaLayout) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&meta_laid_out>());
   for (const char* op : kVendorPredicates) m.impl(op, torch::CppFunction::makeFromBoxedFunction<&answers_no>());
 }
 

@@ -172,3 +172,14 @@ def flex_attention_compiled_for_inference() -> None:
         got = cf(q, k, v, score_mod=halve, block_mask=mask)
         want = flex_attention(q, k, v, score_mod=halve, block_mask=mask)
     assert got.device.type == "cuda" and torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+
+
+@check
+def fft_compiled_meets_its_meta_strides() -> None:
+    """torch.fft under torch.compile: Inductor calls _fft_r2c as an extern kernel and asserts its output has
+    the strides its meta function states (cuFFT's layout); the device's must meet them."""
+    torch._dynamo.reset()
+    x = torch.randn(5, 6, 6, device="cuda")
+    got = torch.compile(lambda t: torch.fft.rfftn(t).abs() + 1)(x)
+    want = torch.fft.rfftn(x).abs() + 1
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()

@@ -19,7 +19,7 @@ CHECK_NAMES = [
     "reduce_overhead_output_kept_with_mark_step_and_clone", "reduce_overhead_training_step_equals_eager",
     "reduce_overhead_second_shape_records_a_second_graph", "max_autotune_matches_eager",
     "sdpa_compiled_with_dynamic_shapes", "sdpa_compiled_recompiles_dynamic_on_a_second_length",
-    "flex_attention_compiled_for_inference",
+    "flex_attention_compiled_for_inference", "fft_compiled_meets_its_meta_strides",
 ]
 
 pytestmark = pytest.mark.slow
