@@ -799,6 +799,8 @@ def _host_stats(core: Any) -> dict[str, Any]:
 
 
 _LIBS: list[Any] = []
+#: called with torch at the end of _initExtension (the simulated torch_npu's _C adds the readiness report)
+AFTER_INIT: list[Callable[[Any], None]] = []
 
 
 def register_operators(torch: Any, core: Any, site: Any) -> None:
@@ -897,9 +899,8 @@ def _tensor_types(torch: Any) -> dict[str, type]:
 
 def _init_extension(torch: Any, core: Any) -> None:
     """THNPModule_initExtension: the last step of `import torch_npu`, once torch.npu is registered —
-    here torch.compile's npu backend and, when it is on, the readiness report."""
+    here torch.compile's npu backend, the HCCL groups, then AFTER_INIT."""
     from . import compile as compile_
-    from ... import report
 
     npu = sys.modules["torch_npu.npu"]
     for name, cls in _tensor_types(torch).items():
@@ -928,10 +929,8 @@ def _init_extension(torch: Any, core: Any) -> None:
     # npu_lazy_init); the core cannot call back on a first allocation, so the simulated runtime is
     # initialized here, as the old stand-in was: statistics answer from the first tensor on
     npu._lazy_init()
-    if report.enabled():
-        from ...report import readiness
-
-        readiness.install(torch)
+    for hook in AFTER_INIT:
+        hook(torch)
 
 
 def trace_if_asked(module: Any, names: set[str]) -> None:
