@@ -52,3 +52,34 @@ def test_what_needs_cann_raises_torch_npus_error():
     with pytest.raises(natives.CannRequired, match="ERR00007 PTA feature not supported") as e:
         call()
     assert isinstance(e.value, RuntimeError) and "needs CANN (DLPack over ACL memory)" in str(e.value)
+
+
+EMPTY_STRIDED = r"""
+import json, torch, torch_npu
+t = torch_npu._C._empty_strided_npu((2, 3), (1, 2), torch.float16)
+out = {"device": str(t.device), "stride": list(t.stride()), "dtype": str(t.dtype)}
+try:
+    torch_npu._C._empty_strided_npu((2, 3), (3, 1), "float")
+except RuntimeError as e:
+    out["bad_dtype"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_empty_strided_npu_fast_path_makes_an_npu_tensor_of_the_given_strides():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cudashim.emulated.npu.site import alone_env, fetch_wheel
+
+    if fetch_wheel()[0] is None:
+        pytest.skip("the simulated torch_npu is assembled from the torch-npu wheel")
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-c", EMPTY_STRIDED], env=alone_env(root), capture_output=True, text=True,
+                       timeout=600, cwd=root)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got == {"device": "npu:0", "stride": [1, 2], "dtype": "torch.float16",
+                   "bad_dtype": "_empty_strided_npu: arg 3 must be a torch.dtype"}

@@ -594,6 +594,18 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_eraseStream": lambda tensor, stream: None,
     })
 
+    def empty_strided_npu(*args: Any) -> Any:
+        """THPModule_empty_strided_npu (torch_npu/csrc/InitNpuBindings.cpp): (sizes, strides, dtype) exactly."""
+        if len(args) != 3:
+            raise RuntimeError("_empty_strided_npu expects exactly 3 args: (sizes, strides, dtype)")
+        sizes, strides, dtype = args
+        if not isinstance(dtype, torch.dtype):
+            raise RuntimeError("_empty_strided_npu: arg 3 must be a torch.dtype")
+        return torch.empty_strided(tuple(sizes), tuple(strides), dtype=dtype,
+                                   device=torch.device("npu", core.current_device()))
+
+    ns["_empty_strided_npu"] = empty_strided_npu
+
     # options (NPUOptions / OptionsManager)
     def set_option(options: dict[str, str]) -> None:
         if not isinstance(options, dict):
