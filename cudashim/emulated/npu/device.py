@@ -83,8 +83,10 @@ def start(torch: Any) -> Any:
     _state["profile"] = profile
     _state["core"] = mod
     # the shim's first (and only unasked) log line: nobody may take this run for an NPU run
+    from .natives import cann_version
+
     sys.stderr.write(f"cudashim: platform ascend SIMULATED on the CPU (CUDASHIM_SIMULATE=1): {n} simulated "
-                     "npu devices, no NPU is used\n")
+                     f"npu devices, simulated CANN {cann_version()} (CUDASHIM_CANN_VERSION), no NPU is used\n")
     return mod
 
 

@@ -594,6 +594,18 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_eraseStream": lambda tensor, stream: None,
     })
 
+    def empty_strided_npu(*args: Any) -> Any:
+        """THPModule_empty_strided_npu (torch_npu/csrc/InitNpuBindings.cpp): (sizes, strides, dtype) exactly."""
+        if len(args) != 3:
+            raise RuntimeError("_empty_strided_npu expects exactly 3 args: (sizes, strides, dtype)")
+        sizes, strides, dtype = args
+        if not isinstance(dtype, torch.dtype):
+            raise RuntimeError("_empty_strided_npu: arg 3 must be a torch.dtype")
+        return torch.empty_strided(tuple(sizes), tuple(strides), dtype=dtype,
+                                   device=torch.device("npu", core.current_device()))
+
+    ns["_empty_strided_npu"] = empty_strided_npu
+
     # options (NPUOptions / OptionsManager)
     def set_option(options: dict[str, str]) -> None:
         if not isinstance(options, dict):
@@ -799,6 +811,8 @@ def _host_stats(core: Any) -> dict[str, Any]:
 
 
 _LIBS: list[Any] = []
+#: called with torch at the end of _initExtension (the simulated torch_npu's _C adds the readiness report)
+AFTER_INIT: list[Callable[[Any], None]] = []
 
 
 def register_operators(torch: Any, core: Any, site: Any) -> None:
@@ -897,9 +911,8 @@ def _tensor_types(torch: Any) -> dict[str, type]:
 
 def _init_extension(torch: Any, core: Any) -> None:
     """THNPModule_initExtension: the last step of `import torch_npu`, once torch.npu is registered —
-    here torch.compile's npu backend and, when it is on, the readiness report."""
+    here torch.compile's npu backend, the HCCL groups, then AFTER_INIT."""
     from . import compile as compile_
-    from ... import report
 
     npu = sys.modules["torch_npu.npu"]
     for name, cls in _tensor_types(torch).items():
@@ -928,10 +941,8 @@ def _init_extension(torch: Any, core: Any) -> None:
     # npu_lazy_init); the core cannot call back on a first allocation, so the simulated runtime is
     # initialized here, as the old stand-in was: statistics answer from the first tensor on
     npu._lazy_init()
-    if report.enabled():
-        from ...report import readiness
-
-        readiness.install(torch)
+    for hook in AFTER_INIT:
+        hook(torch)
 
 
 def trace_if_asked(module: Any, names: set[str]) -> None:

@@ -34,8 +34,9 @@ _NATIVE_DIRS = ("torch_npu/lib/", "torch_npu/include/")
 
 
 def wheel_members(names: list[str]) -> list[str]:
-    """The wheel's files the simulated torch_npu takes: its torch_npu package less its native parts."""
-    return [n for n in names if n.startswith("torch_npu/") and not n.endswith("/") and ".so" not in n.rsplit("/", 1)[-1]
+    """The wheel's files the simulated torch_npu takes: its torch_npu package less its native parts, and
+    torchnpugen (the code generator torch_npu/_inductor imports)."""
+    return [n for n in names if n.startswith(("torch_npu/", "torchnpugen/")) and not n.endswith("/") and ".so" not in n.rsplit("/", 1)[-1]
             and not n.startswith(_NATIVE_DIRS)]
 
 
@@ -45,7 +46,7 @@ def package_modules(wheel: Path | None = None) -> list[str]:
         names = zf.namelist()
     out = set()
     for n in wheel_members(names):
-        if n.endswith(".py"):
+        if n.endswith(".py") and n.startswith("torch_npu/"):
             mod = n[:-3].replace("/", ".")
             out.add(mod[: -len(".__init__")] if mod.endswith(".__init__") else mod)
     return sorted(out)

@@ -18,4 +18,16 @@ _core = _device.start(_torch)
 _names = _natives.build(_torch, _core)
 globals().update(_names)
 _natives.register_operators(_torch, _core, _Path(__file__).resolve().parent.parent.parent)
+
+
+def _readiness(torch):
+    from cudashim import report
+
+    if report.enabled():  # the Ascend readiness report: what a real torch_npu does with each operator run
+        from cudashim.report import readiness
+
+        readiness.install(torch)
+
+
+_natives.AFTER_INIT.append(_readiness)
 _natives.trace_if_asked(_sys.modules[__name__], set(_names))
