@@ -15,9 +15,31 @@ from typing import Any
 
 from ...errors import CudashimError
 
-__all__ = ["start", "started", "core", "profile", "visible_count", "physical_ids", "DEVICE_TYPE"]
+__all__ = ["cann_version", "DEFAULT_CANN_VERSION", "start", "started", "core", "profile", "visible_count", "physical_ids", "DEVICE_TYPE"]
 
 DEVICE_TYPE = "npu"
+
+#: the CANN version the simulated NPU reports unless CUDASHIM_CANN_VERSION names another
+DEFAULT_CANN_VERSION = "8.5.0"
+
+#: CANN module names GetCANNVersion knows (packageNameMap and pkgNameV2Map, GetCANNInfo.cpp); others answer ""
+_CANN_MODULES = {"CANN", "RUNTIME", "COMPILER", "HCCL", "TOOLKIT", "OPP", "OPP_KERNEL", "DRIVER"}
+_CANN_MODULES_V2 = {
+    "acl_extend", "aoe", "asc-devkit", "ascendnpu-ir", "asc-tools", "bisheng-compiler", "dflow-executor", "dvpp",
+    "ge-compiler", "ge-executor", "graph_autofusion", "hccl", "hcomm", "hixl", "metadef", "ncs", "oam_tools", "opbase",
+    "ops_cv", "ops_legacy", "ops_math", "ops_nn", "ops_transformer", "pto_isa", "pyACL", "runtime", "tbe-tik", "test-ops"}
+
+
+def cann_version(module: str = "CANN") -> str:
+    """What GetCANNVersion(module) answers on the simulated NPU: the configured CANN version for every
+    module it knows, "" for a module it does not know."""
+    if module not in _CANN_MODULES and module not in _CANN_MODULES_V2:
+        return ""
+    version = os.environ.get("CUDASHIM_CANN_VERSION", "").strip() or DEFAULT_CANN_VERSION
+    if module == "DRIVER":
+        return os.environ.get("CUDASHIM_NPU_DRIVER_VERSION", "").strip() or "25.5.0"
+    return version
+
 _state: dict[str, Any] = {}
 
 
@@ -83,8 +105,6 @@ def start(torch: Any) -> Any:
     _state["profile"] = profile
     _state["core"] = mod
     # the shim's first (and only unasked) log line: nobody may take this run for an NPU run
-    from .natives import cann_version
-
     sys.stderr.write(f"cudashim: platform ascend SIMULATED on the CPU (CUDASHIM_SIMULATE=1): {n} simulated "
                      f"npu devices, simulated CANN {cann_version()} (CUDASHIM_CANN_VERSION), no NPU is used\n")
     return mod

@@ -31,15 +31,7 @@ __all__ = ["build", "NEEDS_CANN", "ABSENT", "cann_version", "CannRequired", "SOC
 SOC_VERSIONS = {"Ascend910B1": 220, "Ascend910B2": 221, "Ascend910B2C": 222, "Ascend910B3": 223, "Ascend910B4": 224,
                 "Ascend910B4-1": 225, "Ascend910_9391": 250, "Ascend910_9392": 251, "Ascend910_9381": 252}
 
-#: the CANN version the simulated NPU reports unless CUDASHIM_CANN_VERSION names another
-DEFAULT_CANN_VERSION = "8.5.0"
-
-#: CANN module names GetCANNVersion knows (packageNameMap and pkgNameV2Map, GetCANNInfo.cpp); others answer ""
-_CANN_MODULES = {"CANN", "RUNTIME", "COMPILER", "HCCL", "TOOLKIT", "OPP", "OPP_KERNEL", "DRIVER"}
-_CANN_MODULES_V2 = {
-    "acl_extend", "aoe", "asc-devkit", "ascendnpu-ir", "asc-tools", "bisheng-compiler", "dflow-executor", "dvpp",
-    "ge-compiler", "ge-executor", "graph_autofusion", "hccl", "hcomm", "hixl", "metadef", "ncs", "oam_tools", "opbase",
-    "ops_cv", "ops_legacy", "ops_math", "ops_nn", "ops_transformer", "pto_isa", "pyACL", "runtime", "tbe-tik", "test-ops"}
+from .device import DEFAULT_CANN_VERSION, cann_version  # noqa: E402 - re-exported: the queries live with the device
 
 #: names the wheel probes with hasattr() and copes without: parts of builds the simulated NPU is not
 ABSENT = {
@@ -102,17 +94,6 @@ def _cann_required(qualname: str, what: str) -> Callable[..., Any]:
     call.__name__ = qualname.rsplit(".", 1)[-1]
     call.__qualname__ = call.__name__
     return call
-
-
-def cann_version(module: str = "CANN") -> str:
-    """What GetCANNVersion(module) answers on the simulated NPU: the configured CANN version for every
-    module it knows, "" for a module it does not know."""
-    if module not in _CANN_MODULES and module not in _CANN_MODULES_V2:
-        return ""
-    version = os.environ.get("CUDASHIM_CANN_VERSION", "").strip() or DEFAULT_CANN_VERSION
-    if module == "DRIVER":
-        return os.environ.get("CUDASHIM_NPU_DRIVER_VERSION", "").strip() or "25.5.0"
-    return version
 
 
 def _version_key(v: str) -> tuple[int, ...] | None:
