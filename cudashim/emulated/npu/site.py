@@ -1,8 +1,8 @@
 """Assemble the simulated torch_npu: our stand-ins (simsite/) plus the wheel's own Python files.
 
 REAL_FILES are read from the torch-npu wheel built for the installed torch's release, in the wheel
-cache (scripts/install fetches it with `pip download --no-deps`), and written, unchanged, beside the stand-ins into a folder under the
-cache, keyed by the stand-ins' and the wheel's contents. prepare() puts that folder first on
+cache (scripts/install fetches it with `pip download --no-deps`), and written, unchanged, beside the
+stand-ins into a folder under the cache, keyed by the stand-ins' and the wheel's contents. prepare() puts that folder first on
 sys.path so `import torch_npu` finds it. The wheel's code is never part of this repository.
 """
 
