@@ -2,8 +2,8 @@
 
 REAL_FILES are read from the torch-npu wheel built for the installed torch's release, in the wheel
 cache (scripts/install fetches it with `pip download --no-deps`), and written, unchanged, beside the
-stand-ins into a folder under the cache, keyed by the stand-ins' and the wheel's contents. prepare() puts that folder first on
-sys.path so `import torch_npu` finds it. The wheel's code is never part of this repository.
+stand-ins into a folder under the cache, keyed by the stand-ins' and the wheel's contents. prepare()
+puts that folder first on sys.path so `import torch_npu` finds it. The wheel's code is never part of this repository.
 """
 
 from __future__ import annotations
