@@ -25,7 +25,8 @@ from typing import Any
 from .errors import CudashimError
 
 __all__ = ["SUPPORTED", "SUPPORTED_SPEC", "NPU_RELEASES", "UnsupportedTorchError", "release", "check_supported",
-           "cuda_build", "binds_over_cuda_entry", "flat_all_gathers", "triton_tma_probe", "torch_npu_release", "installed_torch_version", "decisions"]
+           "cuda_build", "binds_over_cuda_entry", "flat_all_gathers", "triton_tma_probe", "torch_npu_release",
+           "installed_torch_version", "decisions"]
 
 #: the oldest and newest torch minor releases the shim is tested with (both ends included)
 SUPPORTED = ((2, 13), (2, 15))
@@ -127,7 +128,8 @@ def decisions(torch: Any, core: Any = None) -> dict[str, Any]:
         "torch": str(torch.__version__),
         "supported": SUPPORTED[0] <= release(str(torch.__version__)) <= SUPPORTED[1],
         "cuda_build": cuda_build(torch),
-        "flat_all_gathers": flat_all_gathers(torch.distributed.distributed_c10d) if torch.distributed.is_available() else [],
+        "flat_all_gathers": (flat_all_gathers(torch.distributed.distributed_c10d)
+                             if torch.distributed.is_available() else []),
         "torch_npu_release": torch_npu_release(str(torch.__version__)),
         "triton_tma_probe": triton_tma_probe(importlib.import_module("torch.utils._triton")),
     }

@@ -1,11 +1,11 @@
 """Assemble the simulated torch_npu: the wheel's whole Python package over our simulated native layer.
 
-Every file of the `torch_npu` package of the torch-npu wheel built for the installed torch's release (scripts/install fetches the wheel
-with `pip download --no-deps`) is written, unchanged, into a folder under the cache, except its
-native libraries (the .so files, lib/, include/): in their place stands simsite/torch_npu/_C, the
-project's torch_npu._C over the simulated device's core. The folder is keyed by the wheel's and the
-stand-ins' contents; prepare() puts it first on sys.path so `import torch_npu` finds it. The wheel's
-code is never part of this repository.
+Every file of the `torch_npu` package of the torch-npu wheel built for the installed torch's release
+(scripts/install fetches the wheel with `pip download --no-deps`) is written, unchanged, into a folder
+under the cache, except its native libraries (the .so files, lib/, include/): in their place stands
+simsite/torch_npu/_C, the project's torch_npu._C over the simulated device's core. The folder is keyed
+by the wheel's and the stand-ins' contents; prepare() puts it first on sys.path so `import torch_npu`
+finds it. The wheel's code is never part of this repository.
 """
 
 from __future__ import annotations
