@@ -8,7 +8,7 @@ alias a file binds: `import torch_npu._C as _C`, `from torch_npu import _C`, `_C
 `from torch_npu._C[.sub] import name`, and `getattr(torch_npu._C, "name")` with a literal name. It is
 completed by import-time tracing: every module of the package imported over the simulated _C with
 each attribute read on _C and its submodules recorded. The result,
-cudashim/emulated/npu/torch_npu_natives.json, names the wheel it came from; tests/ascend/test_natives.py
+cudashim/emulated/npu/releases/<release>/torch_npu_natives.json, names the wheel it came from; tests/ascend/test_natives.py
 checks that every name it lists is defined by the simulated _C (behaving, or raising torch_npu's
 error for what needs CANN). --check exits 1 when the file is not what this script would write.
 """
@@ -26,7 +26,8 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "cudashim" / "emulated" / "npu" / "torch_npu_natives.json"
+# per torch-npu release, beside its operator table (the installed torch chooses the release)
+RELEASES = ROOT / "cudashim" / "emulated" / "npu" / "releases"
 _PREFIX = "torch_npu._C"
 
 
@@ -171,14 +172,19 @@ def main() -> int:
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     data = build()
+    sys.path.insert(0, str(ROOT))
+    from cudashim._torch_compat import torch_npu_release
+
+    out = RELEASES / torch_npu_release() / "torch_npu_natives.json"
     text = json.dumps(data, indent=1, sort_keys=False) + "\n"
     if args.check:
-        if not OUT.is_file() or OUT.read_text() != text:
-            print(f"{OUT} is not current: run python scripts/npu_natives.py", file=sys.stderr)
+        if not out.is_file() or out.read_text() != text:
+            print(f"{out} is not current: run python scripts/npu_natives.py", file=sys.stderr)
             return 1
         return 0
-    OUT.write_text(text)
-    print(f"wrote {OUT}: {sum(len(v) for v in data['names'].values())} names")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out}: {sum(len(v) for v in data['names'].values())} names")
     return 0
 
 

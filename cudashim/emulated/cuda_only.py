@@ -121,6 +121,16 @@ def _refusal(op: str, why: str) -> Callable[..., Any]:
 _libs: list[Any] = []
 
 
+def _stands_in_for_torch_cuda(torch: Any, qualified: str) -> bool:
+    """On a CUDA build of torch, csrc/ops/torch_cuda.cpp put the device's fallback where torch's CUDA
+    backend had a kernel; for an operator only CUDA runs, that fallback would answer in the CPU's words,
+    so the operator's kernel or refusal here takes its place."""
+    for line in torch._C._dispatch_dump(qualified).splitlines():
+        if line.startswith("CUDA: registered at "):
+            return "torch_cuda.cpp" in line
+    return False
+
+
 def register(torch: Any) -> None:
     """Give every listed operator this torch has, and no kernel of the device's key, its kernel or its
     refusal (the core's kernels are registered first and kept)."""
@@ -143,7 +153,8 @@ def register(torch: Any) -> None:
         if packet is None or (overload or "default") not in packet.overloads():
             continue  # another release's operator
         qualified = f"aten::{op}"
-        if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CUDA"):
+        if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CUDA") and not _stands_in_for_torch_cuda(
+                torch, qualified):
             continue  # the native core's own
         what, why = decision(op)
         lib.impl(op, impls[op] if what == "kernel" and op in impls else _refusal(op, why), "CUDA")

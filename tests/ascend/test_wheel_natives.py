@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from cudashim.emulated.npu import natives
+from cudashim.emulated.npu.coverage import release_file
 from cudashim.emulated.npu.site import alone_env, fetch_wheel, package_modules
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = json.loads((ROOT / "cudashim" / "emulated" / "npu" / "torch_npu_natives.json").read_text())
+NAMES = json.loads(release_file("torch_npu_natives.json").read_text())
 
 
 def _wheel() -> Path:
@@ -49,6 +50,7 @@ CHECK_NAMES = r"""
 import json, sys
 import torch, torch_npu
 from cudashim.emulated.npu import natives
+from cudashim.emulated.npu.coverage import release_file
 names = json.loads(sys.argv[1])
 bad = []
 for mod, listed in names.items():
@@ -93,6 +95,7 @@ IMPORT_ALL = r"""
 import importlib, importlib.metadata, json, sys
 import torch, torch_npu
 from cudashim.emulated.npu import natives
+from cudashim.emulated.npu.coverage import release_file
 out = {"ok": 0, "cann": {}, "environment": {}, "neither": {}}
 names = json.loads(sys.argv[1])
 # transfer_to_npu rebinds torch.cuda to torch.npu for every module imported after it: it goes last

@@ -2,10 +2,10 @@
 (index_put_ with a mask or integer indices, a value on the host or the device, accumulate or not;
 indexing; masked_fill and index_fill's values; repeat_interleave), written as plain CUDA code.
 
-Each check runs one class of benchmarks/sync_debug_classes.py under `torch.cuda.set_sync_debug_mode("error")`,
+Each check runs one class of verification/sync_debug_classes.py under `torch.cuda.set_sync_debug_mode("error")`,
 with deterministic algorithms off and on, and asserts what the synchronizing table's "classes"
 (cudashim/emulated/synchronizing.json) says CUDA did, as measured on a GPU. The same file runs on the
-emulated device (test_sync_classes.py) and on CUDA itself with the shim off (benchmarks/cuda_oracle.py).
+emulated device (test_sync_classes.py) and on CUDA itself with the shim off (verification/cuda_oracle.py).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Callable
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "verification"))
 try:
     from sync_debug_classes import TABLE, classes, synchronizes
 finally:
-    sys.path.remove(str(ROOT / "benchmarks"))
+    sys.path.remove(str(ROOT / "verification"))
 
 MEASURED: dict[str, dict] = json.loads(TABLE.read_text()).get("classes", {})
 CHECKS: dict[str, Callable[[], None]] = {}

@@ -1,4 +1,4 @@
-"""The graph-replay and meta-agreement oracles over op_db (benchmarks/opdb_oracles.py), on a slice: each
+"""The graph-replay and meta-agreement oracles over op_db (verification/opdb_oracles.py), on a slice: each
 operator captured in a CUDA graph, its inputs changed in place, the graph replayed and compared with the
 operator run eagerly on the new inputs (CUDA passes by construction); and each aten operator a sample
 reaches compared with its FakeTensor prediction. The slice holds operators whose kernels are the
@@ -25,7 +25,7 @@ SLICE = ["nn.functional.scaled_dot_product_attention", "linalg.svd", "nn.functio
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("oracles") / "slice.json"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "opdb_sweep.py"), "--ops", *SLICE, "--dtypes", "float32",
+    cmd = [sys.executable, str(ROOT / "verification" / "opdb_sweep.py"), "--ops", *SLICE, "--dtypes", "float32",
            "--samples", "4", "--modes", "graph", "meta", "--jobs", "2", "--chunk", "7", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -56,6 +56,6 @@ def test_outputs_as_their_meta_functions_promise(sweep: dict) -> None:
 
 def test_every_member_of_the_full_sweep_has_a_reason() -> None:
     results = ROOT / "benchmarks" / "results" / "opdb_graph_meta_cuda.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "opdb_oracle_members.py"), "--check",
+    proc = subprocess.run([sys.executable, str(ROOT / "verification" / "opdb_oracle_members.py"), "--check",
                            str(results)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

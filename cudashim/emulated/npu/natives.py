@@ -9,7 +9,7 @@ the CANN queries of torch_npu/csrc/core/npu/GetCANNInfo.cpp). What needs CANN it
 handles, ACL op compilation, the profiler's device side) raises torch_npu's own error, a RuntimeError
 ending in its error code (`ERR00007 PTA feature not supported`), and is listed in NEEDS_CANN.
 
-torch_npu_natives.json (scripts/npu_natives.py) lists every name the wheel's Python reaches; the
+releases/<release>/torch_npu_natives.json (scripts/npu_natives.py) lists every name the wheel's Python reaches; the
 check tests/ascend/test_natives.py holds each to one of: defined here, in NEEDS_CANN, or in ABSENT
 (names of optional builds the wheel probes with hasattr: absent here as in a build without them).
 """

@@ -1,7 +1,7 @@
 """The graph-replay oracle (opdb_oracles.py) on real CUDA, for the operators the emulated device refuses to
 capture or replays differently: CUDA's own outcome per sample, to hold the device's against.
 
-    CUDASHIM_DISABLE=1 python benchmarks/opdb_graph_cuda.py OUT.json OP [OP ...]
+    CUDASHIM_DISABLE=1 python verification/opdb_graph_cuda.py OUT.json OP [OP ...]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CUDA's answers for the attention operators only CUDA implements, asked of a real GPU (the shim off):
 
-    CUDASHIM_DISABLE=1 python benchmarks/cuda_attention_oracle.py --out benchmarks/results/cuda_attention_oracle.json
+    CUDASHIM_DISABLE=1 python verification/cuda_attention_oracle.py --out benchmarks/results/cuda_attention_oracle.json
 
 For each of _flash_attention_forward/_backward and _efficient_attention_forward/_backward (dense and
 variable-length, causal or not, with cross lengths) and varlen_attn: every output's shape, strides, dtype

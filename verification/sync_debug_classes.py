@@ -1,7 +1,7 @@
 """Which argument patterns of the partially synchronizing operators CUDA synchronizes on, measured on a GPU.
 
-    CUDASHIM_DISABLE=1 python benchmarks/sync_debug_classes.py                 # measure, write the results
-    CUDASHIM_DISABLE=1 python benchmarks/sync_debug_classes.py --update-table  # ... and the device's table
+    CUDASHIM_DISABLE=1 python verification/sync_debug_classes.py                 # measure, write the results
+    CUDASHIM_DISABLE=1 python verification/sync_debug_classes.py --update-table  # ... and the device's table
 
 An operator such as index_put_ synchronizes for some arguments only (a boolean mask it must expand with
 nonzero, a value on the host it must copy to the device) and not for others (a mask assigned a Python
@@ -138,7 +138,7 @@ def measure() -> dict[str, Any]:
 def update_table(result: dict[str, Any]) -> dict[str, Any]:
     table = json.loads(TABLE.read_text())
     table["classes_source"] = (f"measured on {result['gpu']} with torch {result['torch']} "
-                               "(benchmarks/sync_debug_classes.py)")
+                               "(verification/sync_debug_classes.py)")
     table["classes"] = {name: {"operator": r["operator"], "synchronizes": r["synchronized"],
                                **({"synchronizes_deterministic": r["synchronized_deterministic"]}
                                   if r["synchronized_deterministic"] != r["synchronized"] else {})}
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         if not torch.cuda.is_available():
-            print("needs a CUDA GPU and no shim: CUDASHIM_DISABLE=1 python benchmarks/sync_debug_classes.py",
+            print("needs a CUDA GPU and no shim: CUDASHIM_DISABLE=1 python verification/sync_debug_classes.py",
                   file=sys.stderr)
             return 2
         result = measure()

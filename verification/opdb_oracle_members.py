@@ -1,7 +1,7 @@
 """The members the graph-replay and meta-agreement oracles found (opdb_oracles.py), each with its reason.
 
-    python benchmarks/opdb_oracle_members.py benchmarks/results/opdb_graph_meta_cuda.json   # -> results/opdb_oracle_members.json
-    python benchmarks/opdb_oracle_members.py --check benchmarks/results/opdb_graph_meta_cuda.json
+    python verification/opdb_oracle_members.py benchmarks/results/opdb_graph_meta_cuda.json   # -> results/opdb_oracle_members.json
+    python verification/opdb_oracle_members.py --check benchmarks/results/opdb_graph_meta_cuda.json
 
 Every case of a sweep with --modes graph meta that is not equal is a member of one of two classes: work the
 device did at capture instead of recording it for replay (graph), or a device output that differs from
@@ -24,7 +24,7 @@ REASONS: list[tuple[str, str, tuple[str, ...], str]] = [
     ("graph", "g", ("*",),
      "refused with CUDA's capture error: the device's kernel synchronizes (a shape that depends on the "
      "data, or a value read on the host); real CUDA's outcome for the same samples is what "
-     "benchmarks/opdb_graph_cuda.py asks of a GPU"),
+     "verification/opdb_graph_cuda.py asks of a GPU"),
     ("graph", "D", ("sparse.",),
      "a sparse result: the device cannot replay it into the sparse tensor the capture returned and says so "
      "at replay (capture dense tensors)"),
@@ -73,15 +73,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if a.check:
         return 0
-    out = HERE / "results" / "opdb_oracle_members.json"
+    out = HERE.parent / "benchmarks" / "results" / "opdb_oracle_members.json"
     summary = sweep["summary"]
     out.write_text(json.dumps({
         "name": "opdb_oracle_members", "date": sweep.get("date"), "commit": sweep.get("commit"),
-        "host": {"cpu": sweep.get("host"), "torch": sweep.get("torch")}, "command": f"python benchmarks/opdb_oracle_members.py {a.sweep}",
+        "host": {"cpu": sweep.get("host"), "torch": sweep.get("torch")}, "command": f"python verification/opdb_oracle_members.py {a.sweep}",
         "figures": {f"{mode}: {k}": v for mode in ("graph", "meta") if mode in summary
                     for k, v in (("cases", summary[mode]["cases"]), ("share equal", summary[mode]["equal_share"]))},
         "note": "Each row: an operator the sweep found with a case not equal, and why it stays. Codes as in "
-                "benchmarks/opdb_cases.py (g: capture refused with CUDA's capture error; m: an output not as its "
+                "verification/opdb_cases.py (g: capture refused with CUDA's capture error; m: an output not as its "
                 "meta function promises).",
         "table": {"columns": ["operator", "oracle", "code", "cases", "reason"],
                   "rows": [[m["op"], m["mode"], m["code"], m["cases"], m["reason"]] for m in found]},

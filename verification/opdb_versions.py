@@ -1,6 +1,6 @@
 """The op_db sweep of the emulated device on two torch builds, side by side, over the cases both ran.
 
-    python benchmarks/opdb_versions.py benchmarks/results/opdb_cuda.json benchmarks/results/opdb_cuda_torch2.15.json
+    python verification/opdb_versions.py benchmarks/results/opdb_cuda.json benchmarks/results/opdb_cuda_torch2.15.json
 
 A sweep on another torch (e.g. `--samples 2 --ops ...` on 2.15's CUDA build, opdb_sweep.py) usually runs
 fewer cases than the pinned torch's full sweep; this counts each file's outcome codes (opdb_cases.py)
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent / "benchmarks")]  # _results: the one writer of results files
 from _results import record  # noqa: E402
 
 __all__ = ["compare"]
