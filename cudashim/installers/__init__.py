@@ -10,7 +10,7 @@ import importlib
 
 __all__ = ["install", "uninstall", "installed"]
 
-_MODULES = {"cpu": "cudashim.installers.cpu", "ascend": "cudashim.installers.npu"}
+_MODULES = {"cpu": "cudashim.installers.cpu", "ascend": "cudashim.installers.ascend"}
 _installed: str | None = None
 _listed: list[tuple[object, str, object]] = []  # torch.accelerator functions counted for the report
 

@@ -196,7 +196,7 @@ TABLE: tuple[Capability, ...] = (
                "(tests/replacements checks it against a float64 oracle in CI)")),
     _cap("tilelang_kernels", "TileLang kernels", "tilelang kernel library",
          nvidia=Entry(N, RAISE_CALL, "L3", "cudashim.kernels.cuda (TileLang target cuda; equal to the torch backend on an NVIDIA GPU)"),
-         ascend=Entry(E, RAISE_CALL, "L2", "cudashim.kernels.asc (TileLang target ascend; every kernel lowers to AscendC in "
+         ascend=Entry(E, RAISE_CALL, "L2", "cudashim.kernels.ascend (TileLang target ascend; every kernel lowers to AscendC in "
                "CI, none compiled with bisheng or run)"),
          cpu=Entry(E, RAISE_CALL, "L3", "cudashim.kernels.torch reference implementations (run in CI by tests/kernels)")),
     _cap("cuda_cpp_extensions", "CUDA C++ extensions", "torch.utils.cpp_extension.CUDAExtension",

@@ -1,6 +1,6 @@
 """L1 contract test: the shim's ascend step composed with the REAL transfer_to_npu.py of torch-npu 2.13.0.
 
-What this proves: our gap fillers (cudashim/installers/npu.py) install on top of the upstream file as it
+What this proves: our gap fillers (cudashim/installers/ascend.py) install on top of the upstream file as it
 ships — its torch.cuda → torch.npu rebinding, its device and backend rewriting, its apis_config probes —
 and the two compose: torch.cuda.CUDAGraph(keep_graph=True) reaches torch_npu's NPUGraph (the real Python
 class from the wheel) with no keep_graph; the real torch.npu.graph context manager receives CUDA-style
