@@ -58,7 +58,7 @@ def uninstall() -> None:
 
 
 def installed() -> str | None:
-    """The platform whose alias layer is in place, or None."""
+    """The platform whose installer is in place, or None."""
     return _installed
 
 

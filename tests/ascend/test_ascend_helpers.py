@@ -91,7 +91,7 @@ def test_probe_sees_the_real_availability_and_restores(monkeypatch) -> None:
     # only this entry: the real ones would put the import hook on sys.meta_path of this process
     monkeypatch.setattr(probes, "PROBES", {"_cudashim_probe_dist": {
         "version": None, "platforms": ("ascend",), "apis": [f"{mod.__name__}:detect"]}})
-    shown = lambda: True  # noqa: E731 - what an alias layer shows the program
+    shown = lambda: True  # noqa: E731 - what an installer shows the program
     monkeypatch.setattr(torch.cuda, "is_available", shown)
     probes.install("ascend", lambda: False)
     assert f"{mod.__name__}:detect" in probes.installed()

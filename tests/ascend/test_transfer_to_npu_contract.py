@@ -132,7 +132,7 @@ def test_uninstall_removes_our_fillers_only(obs: dict) -> None:
     after = obs["after_uninstall"]
     assert after["cuda_stream"] is False
     assert after["cuda_graph_is_npugraph"] is True  # upstream's own binding is back
-    # TILELANG_DEFAULT_TARGET is the bootstrap's (envs.PLATFORM_ENV), undone by deactivate(), not by the alias layer
+    # TILELANG_DEFAULT_TARGET is the bootstrap's (envs.PLATFORM_ENV), undone by deactivate(), not by the installer
     assert after["probe"] is False
     assert after["cuda_available"] is True  # transfer_to_npu's aliasing stays (it has no undo)
 
