@@ -83,7 +83,7 @@ N, E, U = "native", "emulated", "unsupported"
 _EAGER = "run with enforce_eager=True (or your engine's eager switch) so no graph is captured"
 _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("module:symbol" = "repl.module:symbol")'
 
-# nvidia cells are L3 where the shim's own code ran on an NVIDIA GPU (tests/device, benchmarks/*_gpu.py and nano-vllm
+# nvidia cells are L3 where the shim's own code ran on an NVIDIA GPU (tests/gpu, benchmarks/*_gpu.py and nano-vllm
 # with CUDA graphs under `cudashim run`), else L0 (pass-through, untouched by the shim); ascend cells are L0 unless a contract
 # test composes them with real torch_npu code (L1: tests/ascend/test_transfer_to_npu_contract.py runs the
 # alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2), and L1s where they ran on the
