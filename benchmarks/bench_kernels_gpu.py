@@ -6,7 +6,7 @@ For each kernel: time per call (CUDA events, median of several bursts), the byte
 tensors, and "of copy": achieved GB/s / the device-to-device copy GB/s measured in this run on a
 buffer of the same size (the practical bandwidth limit). Goal: >= 70 % of copy for store_kv_cache
 and rms_norm. Working sets exceed the 50 MB L2, so DRAM is what is measured. Finishes in < 2 min
-(kernels compiled by tests/device/test_kernels_gpu.py are tilelang cache hits).
+(kernels compiled by tests/gpu/test_kernels_gpu.py are tilelang cache hits).
 Prints "SKIP ..." and exits 0 without an NVIDIA GPU or tilelang.
 """
 

@@ -12,7 +12,7 @@
    at every start-up, which hides the cost of any of those the bootstrap imports; the bare venv
    does not. Child CPU time (rusage) is reported next to wall time: it is less disturbed by other
    processes on a loaded machine.
-2. `python -c "import torch"` with the bootstrap vs without, the alias layer excluded: the shimmed
+2. `python -c "import torch"` with the bootstrap vs without, the installer excluded: the shimmed
    runs use CUDASHIM_PLATFORM=nvidia, where nothing is aliased, so what is measured is the bootstrap
    plus the import hook on sys.meta_path while torch's ~1,000 modules load. Goal: ratio <= 1.03,
    judged like section 1 on the rounds themselves (median of per-round ratios: both ran back to back),
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                 _pass_section(bare, pkg, args.rounds, "a bare venv of it: no .pth files", against), 3)
 
         if not args.no_torch:
-            print(f"2. python -c 'import torch', {args.torch_rounds} interleaved rounds, alias layer excluded (nvidia)")
+            print(f"2. python -c 'import torch', {args.torch_rounds} interleaved rounds, installer excluded (nvidia)")
             code = "import torch"
             wall, cpu = _interleaved({
                 "baseline": ([py, "-c", code], _env(pkg, False)),

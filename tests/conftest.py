@@ -24,7 +24,7 @@ FOLDERS = {
     "ascend": "the ascend installer over the real torch_npu sources (contract tests)",
     "cli": "`cudashim doctor` and the command line, in fresh interpreters",
     "cpu": "the cpu platform's device: CUDA idioms, torch.compile, the install",
-    "device": "on an NVIDIA GPU only (skipped elsewhere): kernels, replacements, doctor, nano-vllm",
+    "gpu": "on an NVIDIA GPU only (skipped elsewhere): kernels, replacements, doctor, nano-vllm",
     "e2e": "nano-vllm, unmodified, end to end on the emulated and the simulated device",
     "emulated": "the emulated device's semantics (checks written to pass on real CUDA), build, faults",
     "fixtures": "shared helpers, on sys.path: hardware trees, runners, the GPU probe",

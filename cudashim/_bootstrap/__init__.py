@@ -143,7 +143,7 @@ def _on_torch(platform: str, module: "Any") -> None:
 
 
 def _load_hook(config: "Any", platform: str) -> None:
-    """What the armed names wait for: the patch registry and, once torch loads, the alias layer."""
+    """What the armed names wait for: the patch registry and, once torch loads, the installer."""
     from .. import importhook, patches
 
     patches.install(config, platform)
@@ -222,7 +222,7 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
 
         # armed, not loaded (docs/design.md §3 step 5): most shimmed processes (pip, tools, helpers a
         # program spawns) never import torch or a patch target, and never load the patch registry
-        # or the alias layer; loads at once when one of these is loaded (activate() after torch)
+        # or the installer; loads at once when one of these is loaded (activate() after torch)
         names = target_modules(config, name, packages=True) | {"torch"}
         hook = importhook.defer(names, lambda: _load_hook(config, name))
         undo.append(lambda: _unhook(hook))
@@ -374,8 +374,8 @@ def activate(platform: str | None = None, *, config: str | os.PathLike[str] | No
     if "torch" in sys.modules:
         _warn(
             "activate() was called after `import torch`: device visibility and allocator settings set now "
-            "may not take effect (torch/torch_npu read them at import); the alias layer and patches are "
-            "installed now. Start with `python -m cudashim run` to settle everything before torch loads.",
+            "may not take effect (torch/torch_npu read them at import); the platform's installer and patches "
+            "are installed now. Start with `python -m cudashim run` to settle everything before torch loads.",
             stacklevel=2,
         )
     _active = _activate("activate", script_dir=_script_dir(),

@@ -13,7 +13,7 @@ from .. import _torch_compat
 
 __all__ = ["install", "uninstall", "installed"]
 
-_MODULES = {"cpu": "cudashim.installers.cpu", "ascend": "cudashim.installers.npu"}
+_MODULES = {"cpu": "cudashim.installers.cpu", "ascend": "cudashim.installers.ascend"}
 _installed: str | None = None
 _listed: list[tuple[object, str, object]] = []  # torch.accelerator functions counted for the report
 
@@ -63,7 +63,7 @@ def uninstall() -> None:
 
 
 def installed() -> str | None:
-    """The platform whose alias layer is in place, or None."""
+    """The platform whose installer is in place, or None."""
     return _installed
 
 

@@ -1,7 +1,7 @@
 """Helpers the alias steps share (cpu.py, npu.py): binding with exact undo.
 
 Nothing here knows which platform it serves.
-Every attribute an alias layer replaces goes through Bindings.bind(), the one place where the
+Every attribute an installer replaces goes through Bindings.bind(), the one place where the
 migration report hooks in (cudashim.report.wrap when CUDASHIM_REPORT is on, the plain function
 otherwise, so the report costs nothing when off).
 """

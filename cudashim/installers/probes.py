@@ -1,6 +1,6 @@
 """Library functions that must see the *real* ``torch.cuda.is_available()`` while they run.
 
-Once an alias layer is in, ``torch.cuda.is_available()`` answers True on ascend and cpu: CUDA-written
+Once the platform's installer is in, ``torch.cuda.is_available()`` answers True on ascend and cpu: CUDA-written
 programs take their device path. A few library probes ask the same question to decide something
 else — which compiler target to build for, which accelerator library to load — and then they must
 get the truth, or TileLang compiles every kernel for CUDA on an NPU-only host. torch_npu solves the

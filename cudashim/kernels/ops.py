@@ -1,6 +1,6 @@
 """The platform's kernels: every public `*_tl` factory of `cudashim.kernels.<backend>`.
 
-The backend is `get_platform().tilelang_ops_backend` ("cuda", "asc" or "torch"). New kernels need
+The backend is `get_platform().tilelang_ops_backend` ("cuda", "ascend" or "torch"). New kernels need
 no edit here: a module in the backend package defining `name_tl` is picked up by the walk below.
 Asking for a factory the backend lacks raises KernelUnavailableError naming the kernel, the
 backend and the backends that do have it. Nothing is imported until the first attribute access,

@@ -83,7 +83,7 @@ N, E, U = "native", "emulated", "unsupported"
 _EAGER = "run with enforce_eager=True (or your engine's eager switch) so no graph is captured"
 _PATCH = 'map the symbol to a portable replacement in [tool.cudashim.patches] ("module:symbol" = "repl.module:symbol")'
 
-# nvidia cells are L3 where the shim's own code ran on an NVIDIA GPU (tests/device, benchmarks/*_gpu.py and nano-vllm
+# nvidia cells are L3 where the shim's own code ran on an NVIDIA GPU (tests/gpu, benchmarks/*_gpu.py and nano-vllm
 # with CUDA graphs under `cudashim run`), else L0 (pass-through, untouched by the shim); ascend cells are L0 unless a contract
 # test composes them with real torch_npu code (L1: tests/ascend/test_transfer_to_npu_contract.py runs the
 # alias layer over the real transfer_to_npu.py) or they lower through TileLang (L2), and L1s where they ran on the
@@ -196,7 +196,7 @@ TABLE: tuple[Capability, ...] = (
                "(tests/replacements checks it against a float64 oracle in CI)")),
     _cap("tilelang_kernels", "TileLang kernels", "tilelang kernel library",
          nvidia=Entry(N, RAISE_CALL, "L3", "cudashim.kernels.cuda (TileLang target cuda; equal to the torch backend on an NVIDIA GPU)"),
-         ascend=Entry(E, RAISE_CALL, "L2", "cudashim.kernels.asc (TileLang target ascend; every kernel lowers to AscendC in "
+         ascend=Entry(E, RAISE_CALL, "L2", "cudashim.kernels.ascend (TileLang target ascend; every kernel lowers to AscendC in "
                "CI, none compiled with bisheng or run)"),
          cpu=Entry(E, RAISE_CALL, "L3", "cudashim.kernels.torch reference implementations (run in CI by tests/kernels)")),
     _cap("cuda_cpp_extensions", "CUDA C++ extensions", "torch.utils.cpp_extension.CUDAExtension",

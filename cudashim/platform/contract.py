@@ -173,7 +173,7 @@ class PlatformGPU(Platform):
 class PlatformNPU(Platform):
     enum = PlatformEnum.NPU
     name = "ascend"
-    tilelang_ops_backend = "asc"
+    tilelang_ops_backend = "ascend"
     distributed_backend = "hccl"
     _sf_dtype, _sf_itemsize = "int16", 2  # two UE8M0 scales per int16
 
@@ -230,7 +230,7 @@ class PlatformSimulatedNPU(PlatformNPU):
 
     No simulated host has libascendcl (host-memory registration: the simulated NPU's memory is host
     memory, so registering a buffer has nothing to do: ACL_SUCCESS) nor bisheng, the AscendC compiler
-    the `asc` kernel backend lowers to: the kernel library takes its `torch` backend, the one the cpu
+    the `ascend` kernel backend lowers to: the kernel library takes its `torch` backend, the one the cpu
     platform runs and tests. Everything else is PlatformNPU's.
     """
 

@@ -26,7 +26,7 @@ bound by host time, not by the GPU. Our Triton kernels launch through `_triton_l
   index_select per tensor into a padded (B, nb * block_size) buffer, the kernel masking the tail with
   `seqused_k` ('gather'; extra memory 2 * B * nb * block_size * Hk * D elements, and a
   full extra pass over the context).
-Verified (L3) by tests/device/test_replacements_gpu.py on an NVIDIA GPU; nothing here runs in CI.
+Verified (L3) by tests/gpu/test_replacements_gpu.py on an NVIDIA GPU; nothing here runs in CI.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ capture a second small kernel merges instead; no split at all when one split per
 already fills the GPU. One query per sequence (decode): with one query, flash-attn's bottom-right
 causal mask allows every cached key.
 
-Imported only on CUDA when triton is installed; L3 by tests/device/test_replacements_gpu.py (an NVIDIA GPU), and
+Imported only on CUDA when triton is installed; L3 by tests/gpu/test_replacements_gpu.py (an NVIDIA GPU), and
 its arithmetic runs in CI-less form under TRITON_INTERPRET=1 (tests/replacements/test_paged_triton_interpreted.py).
 """
 

@@ -11,7 +11,7 @@ h // (Hq / Hk); online softmax in float32 with exp2; P rounded to the input dtyp
 (as flash-attn does); a row with no key gets output 0 and LSE +inf. Keys are walked in two loops: the
 tiles every row of the block may see (no mask), then the diagonal/tail tiles (masked).
 
-Imported only on CUDA when triton is installed; L3 by tests/device/test_replacements_gpu.py (an NVIDIA GPU), its
+Imported only on CUDA when triton is installed; L3 by tests/gpu/test_replacements_gpu.py (an NVIDIA GPU), its
 arithmetic under TRITON_INTERPRET=1 by tests/replacements/test_paged_triton_interpreted.py where it can run.
 """
 

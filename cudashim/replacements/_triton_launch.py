@@ -13,7 +13,7 @@ scalar; the constexpr values; the launch options; the current device. Anything e
 launch hooks, an unaligned tensor, the interpreter, where `kernel[grid]` returns no compiled kernel)
 takes the JIT's own path, which is always right.
 
-Verified (L3) on an NVIDIA GPU by tests/device/test_replacements_gpu.py, which compares both paths bit for bit.
+Verified (L3) on an NVIDIA GPU by tests/gpu/test_replacements_gpu.py, which compares both paths bit for bit.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ alibi_slopes, LSE / attention probabilities, paged KV (`block_table`) in the var
 KV-cache call, in-place append of new k/v at `cache_seqlens`, rotary on q/k in the KV-cache call.
 
 Verification: cpu path L3 (CI, against a float64 reference); CUDA path L3 on an NVIDIA GPU by
-tests/device/test_replacements_gpu.py; ascend path L0 (built against torch-npu 2.13.0's operator docs,
+tests/gpu/test_replacements_gpu.py; ascend path L0 (built against torch-npu 2.13.0's operator docs,
 its argument plumbing checked against a recording stand-in of torch_npu and its results against the
 float64 oracle with CPU implementations of the documented operators standing in — never run on an NPU here).
 """

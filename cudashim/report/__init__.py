@@ -186,7 +186,7 @@ def report_path(base: str | None = None) -> str | None:
 
 # The two lookups below read sys.modules on purpose: the report states what this process did, so a
 # platform never built or patches never loaded are reported as such, not resolved or loaded now; and
-# an import would make the report (which the alias layers import) depend on cudashim.patches.
+# an import would make the report (which the installers import) depend on cudashim.patches.
 def _platform_name() -> str | None:
     settled = getattr(sys.modules.get("cudashim.platform"), "settled", None)
     if settled is not None and settled() is not None:  # the activation's platform, built or not

@@ -1,7 +1,7 @@
 """The ascend step through the real activation path: `python -m cudashim run --platform ascend --report`.
 
 Same stand-in and same real transfer_to_npu.py as the contract test (see its docstring for what this
-proves and what it does not); here the alias layer is reached the way a user reaches it — the launcher,
+proves and what it does not); here the installer is reached the way a user reaches it — the launcher,
 the bootstrap's import hook firing on `import torch` — and the migration report names what the
 CUDA-written program touched, from its own lines.
 """

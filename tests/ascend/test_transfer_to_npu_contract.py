@@ -1,6 +1,6 @@
 """L1 contract test: the shim's ascend step composed with the REAL transfer_to_npu.py of torch-npu 2.13.0.
 
-What this proves: our gap fillers (cudashim/installers/npu.py) install on top of the upstream file as it
+What this proves: our gap fillers (cudashim/installers/ascend.py) install on top of the upstream file as it
 ships — its torch.cuda → torch.npu rebinding, its device and backend rewriting, its apis_config probes —
 and the two compose: torch.cuda.CUDAGraph(keep_graph=True) reaches torch_npu's NPUGraph (the real Python
 class from the wheel) with no keep_graph; the real torch.npu.graph context manager receives CUDA-style
@@ -132,7 +132,7 @@ def test_uninstall_removes_our_fillers_only(obs: dict) -> None:
     after = obs["after_uninstall"]
     assert after["cuda_stream"] is False
     assert after["cuda_graph_is_npugraph"] is True  # upstream's own binding is back
-    # TILELANG_DEFAULT_TARGET is the bootstrap's (envs.PLATFORM_ENV), undone by deactivate(), not by the alias layer
+    # TILELANG_DEFAULT_TARGET is the bootstrap's (envs.PLATFORM_ENV), undone by deactivate(), not by the installer
     assert after["probe"] is False
     assert after["cuda_available"] is True  # transfer_to_npu's aliasing stays (it has no undo)
 

@@ -72,7 +72,7 @@ def test_tp1_eager_passes_the_float64_comparison(eager, judge):
 def test_flash_attn_calls_as_nano_vllm_makes_them_match_float64(checkpoint, judge, tmp_path):
     """Every flash_attn call of an eager run (prefills, a prefix-cached prefill, decodes), recorded as
     nano-vllm makes it (tests/fixtures/nano_vllm_calls.py): the output the engine got, and the call
-    replayed here through the stand-in, against the float64 oracle. tests/device runs the same on a GPU."""
+    replayed here through the stand-in, against the float64 oracle. tests/gpu runs the same on a GPU."""
     import torch
     from nano_vllm_calls import TOL_ULPS, replay, worst_error
 

@@ -109,7 +109,7 @@ def memory_allocated_is_exact() -> None:
 def freed_memory_stays_reserved() -> None:
     # CUDA's caching allocator keeps freed blocks reserved and hands them to the next allocation of
     # their size (a factory's, or a copy's made with empty_like) until empty_cache() gives them back;
-    # the alias layer and the first device reported the process's (or the live) memory instead
+    # the installer and the first device reported the process's (or the live) memory instead
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     r0 = torch.cuda.memory_reserved()

@@ -1,5 +1,5 @@
 """NCCL-written collectives on cuda tensors over 2 ranks: flat all_gather_into_tensor (legal on
-NCCL, refused by Gloo on the alias layer), reduce_scatter_tensor, all_reduce, barrier(device_ids),
+NCCL, refused by Gloo under the cpu installer), reduce_scatter_tensor, all_reduce, barrier(device_ids),
 a DDP step (its C++ reducer calls the process group with cuda buckets) and FSDP2 training steps
 (one of them with DTensor random init and compiled attention blocks) whose losses equal the same
 program's on CPU tensors with Gloo under plain torch; and a collective's work that keeps no Python object

@@ -1,6 +1,6 @@
 """CUDA semantics of the emulated device: checks.py in one fresh interpreter, one test per check.
 
-Each check was written against a defect of the cpu alias layer or a CUDA behaviour the
+Each check was written against a defect of the cpu installer or a CUDA behaviour the
 device must keep; on an NVIDIA machine the same checks run on real CUDA (see tests/fixtures/emulated_run.py)."""
 
 from __future__ import annotations

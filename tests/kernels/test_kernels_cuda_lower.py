@@ -2,7 +2,7 @@
 
 The source checks name what makes the kernel right and fast: 16-byte vector copies for the cache
 write, a block-wide reduction for the norm, the saturating e4m3 conversion, the skip of slot -1.
-The nvcc builds use TileLang's own flags; running them is for the H200 (tests/device).
+The nvcc builds use TileLang's own flags; running them is for the H200 (tests/gpu).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ def _clean():
 
 
 def _ann(a: object) -> str:
-    # torch/ spells annotations as strings (postponed), cuda/ and asc/ cannot (TileLang reads them)
+    # torch/ spells annotations as strings (postponed), cuda/ and ascend/ cannot (TileLang reads them)
     return a if isinstance(a, str) else inspect.formatannotation(a)
 
 
@@ -36,7 +36,7 @@ def test_backends_define_the_same_factories_with_the_same_signatures():
         assert names[b] == names["torch"], f"{b} differs from torch: {sorted(names[b] ^ names['torch'])}"
     for name in sorted(names["torch"]):
         ref = _sig(tables["torch"][name])
-        for b in ("cuda", "asc"):
+        for b in ("cuda", "ascend"):
             assert _sig(tables[b][name]) == ref, f"{b}.{name} signature differs from torch.{name}"
 
 
@@ -44,7 +44,7 @@ def test_backend_modules_match_file_for_file():
     # one file per kernel family per backend, the same names in each, so a reader finds its twin
     import pkgutil
 
-    import cudashim.kernels.asc as asc
+    import cudashim.kernels.ascend as asc
     import cudashim.kernels.cuda as cuda
     import cudashim.kernels.torch as tb
 
@@ -74,23 +74,23 @@ def test_ops_picks_the_backend_named_by_the_platform(monkeypatch):
 
 
 def test_missing_factory_names_kernel_backend_and_who_has_it(monkeypatch):
-    monkeypatch.setattr(ops, "_backend", "asc")
-    # the asc backend as a user would find it if rope had not been ported yet
-    partial = {k: v for k, v in ops.backend_factories("asc").items() if k != "rope_tl"}
+    monkeypatch.setattr(ops, "_backend", "ascend")
+    # the ascend backend as a user would find it if rope had not been ported yet
+    partial = {k: v for k, v in ops.backend_factories("ascend").items() if k != "rope_tl"}
     monkeypatch.setattr(ops, "_exported", partial)
     with pytest.raises(KernelUnavailableError) as info:
         ops.rope_tl
     msg = str(info.value)
-    assert "'rope_tl'" in msg and "'asc'" in msg and "cuda, torch" in msg
+    assert "'rope_tl'" in msg and "'ascend'" in msg and "cuda, torch" in msg
     assert not hasattr(ops, "no_such_kernel_tl")  # AttributeError subclass: hasattr stays honest
-    with pytest.raises(KernelUnavailableError, match="none of cuda, asc, torch"):
+    with pytest.raises(KernelUnavailableError, match="none of cuda, ascend, torch"):
         ops.no_such_kernel_tl
 
 
 def test_asc_per_token_cast_other_groups_route_to_torch_with_one_warning():
     torch = pytest.importorskip("torch")
     pytest.importorskip("cudashim.platform.capabilities")
-    from cudashim.kernels.asc.quant import per_token_cast_tl as asc_cast
+    from cudashim.kernels.ascend.quant import per_token_cast_tl as asc_cast
     from cudashim.kernels.torch.quant import per_token_cast_tl as ref_cast
 
     with pytest.warns(RuntimeWarning, match="per_token_cast_granularity"):

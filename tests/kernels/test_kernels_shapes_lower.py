@@ -28,11 +28,11 @@ SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("backend", ["cuda", "asc"])
+@pytest.mark.parametrize("backend", ["cuda", "ascend"])
 @pytest.mark.parametrize("module,args", SHAPES, ids=[f"{m}{a[:3]}" for m, a in SHAPES])
 def test_kernel_lowers_at_model_shapes(backend, module, args):
     jit = importlib.import_module(f"cudashim.kernels.{backend}._jit")
     mod = importlib.import_module(f"cudashim.kernels.{backend}.{module}")
-    program = mod._program(*args, jit.DEFAULT_VECTOR_CORES) if backend == "asc" else mod._program(*args)
+    program = mod._program(*args, jit.DEFAULT_VECTOR_CORES) if backend == "ascend" else mod._program(*args)
     src = jit.lower_source(program)
     assert "_kernel(" in src

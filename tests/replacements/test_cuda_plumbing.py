@@ -4,7 +4,7 @@
 table to `aten._flash_attention_forward`. Here that op is replaced by an emulation of flash-attn's
 documented varlen semantics over the float64 oracle (including its rules: one query drops causal,
 paged blocks must be multiples of 256), so a wrong offset, length or window shows as a wrong number.
-The real kernel's numerics are checked on an H200 by tests/device/test_replacements_gpu.py.
+The real kernel's numerics are checked on an H200 by tests/gpu/test_replacements_gpu.py.
 """
 
 from __future__ import annotations

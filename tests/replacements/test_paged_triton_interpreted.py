@@ -5,7 +5,7 @@ Runs in a fresh interpreter (the flag is read when kernels are defined). Skips w
 no triton, or numpy >= 2.3 (the interpreter turns runtime loop bounds into Python ints, which those
 numpy versions refuse) — so in CI (numpy 2.4) it skips; run it with numpy < 2.3 (it passes with
 numpy 2.2.6 + triton 3.9.0). fp16 only: the interpreter's float32->bfloat16 cast is itself wrong
-(checked by hand), so bf16 is covered on the GPU by tests/device/test_replacements_gpu.py.
+(checked by hand), so bf16 is covered on the GPU by tests/gpu/test_replacements_gpu.py.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ compiled kernel's launcher with the arguments JITFunction.run would hand it; wha
 specializes on (a dtype, 16-byte alignment, an int equal to 1 or a multiple of 16, a constexpr, a
 launch option) makes another key; launch hooks, an unaligned tensor and a launcher that refuses the
 arguments send the call to the JIT. What it does not prove: that a real launcher launches the right
-thing — tests/device/test_replacements_gpu.py compares the fast launch bit for bit with Triton's own.
+thing — tests/gpu/test_replacements_gpu.py compares the fast launch bit for bit with Triton's own.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def test_first_user_line_runs_after_the_bootstrap_and_before_torch(shim, tmp_pat
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cudashim.installers.cpu") is None,
-                    reason="the cpu alias layer (cudashim/installers/cpu.py) has not landed yet")
+                    reason="the cpu installer (cudashim/installers/cpu.py) has not landed yet")
 def test_hello_cuda_runs_unchanged_on_cpu(shim, tmp_path):
     r = shim.run([str(shim.repo / "examples" / "hello_cuda.py")], shim.env(CUDASHIM_DEBUG="1"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -64,7 +64,7 @@ def test_visibility_and_npu_environment_are_settled_before_torch_and_torch_npu_i
         try:
             import torch
         except Exception as e:  # the ascend alias layer cannot work over stand-ins; not what is tested
-            print("alias layer over stand-ins:", type(e).__name__)
+            print("ascend alias layer over stand-ins:", type(e).__name__)
         print("done")
     """))
     env = shim.env(site, PROBE_DIR=str(tmp_path), ASCEND_RT_VISIBLE_DEVICES="2,3",
@@ -157,7 +157,7 @@ def test_activate_and_deactivate_in_code_leave_the_process_as_found(shim, tmp_pa
         cudashim.deactivate()
         cudashim.deactivate()  # idempotent
         restored = dict(os.environ) == before_env and sys.meta_path == before_path
-        # after torch is imported: a warning, and the alias layer runs at once
+        # after torch is imported: a warning, and the installer runs at once
         import torch  # the stand-in
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
@@ -175,7 +175,7 @@ def test_activate_and_deactivate_in_code_leave_the_process_as_found(shim, tmp_pa
     cuda, tq, finder_on, restored, late, warned = _last_json(r.stdout)
     assert (cuda, tq, finder_on, restored) == ("1", "0", True, True)
     assert any("after `import torch`" in m for m in warned)
-    # the cpu alias layer over a stand-in torch either installs or fails loudly; never silently skipped
+    # the cpu installer over a stand-in torch either installs or fails loudly; never silently skipped
     assert late in ("ok", "AttributeError", "ModuleNotFoundError", "ImportError", "CapabilityError", "TypeError")
 
 

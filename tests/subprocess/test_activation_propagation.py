@@ -58,7 +58,7 @@ def test_torchrun_workers_are_shimmed_once_and_get_their_devices(shim, tmp_path)
             json.dump([os.getpid(), os.environ["LOCAL_RANK"], os.environ.get("CUDA_VISIBLE_DEVICES"), b.status()], f)
     """))
     # nvidia (forced): per-rank device slices are visible in CUDA_VISIBLE_DEVICES, and torchrun's own
-    # `import torch` gets no alias layer, so this test is about propagation alone
+    # `import torch` gets no installer, so this test is about propagation alone
     env = shim.env(CUDASHIM_DEBUG="1", CUDA_VISIBLE_DEVICES="0,1,2,3", CUDASHIM_DEVICES_PER_RANK="2",
                    PROBE_DIR=str(tmp_path))
     r = shim.run(["--platform", "nvidia", "torchrun", "--standalone", "--nproc_per_node=2", str(worker)],

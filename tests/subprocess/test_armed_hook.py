@@ -82,8 +82,8 @@ def test_using_the_patches_api_first_carries_out_the_install(shim, tmp_path):
 
 
 def test_a_torch_lookup_loads_the_hook_too(shim, tmp_path):
-    """torch is watched for the alias layer: a stand-in torch (this test does not need the real
-    one) is enough to see the hook load when it is looked up, and the alias layer called."""
+    """torch is watched for the installer: a stand-in torch (this test does not need the real
+    one) is enough to see the hook load when it is looked up, and the installer called."""
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text("")
     got = _run(shim, tmp_path, """\

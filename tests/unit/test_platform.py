@@ -72,7 +72,7 @@ def test_fields_per_platform():
     gpu, cpu = PlatformGPU(), PlatformCPU()
     npu = _npu(_FakeACL())
     assert (gpu.name, gpu.tilelang_ops_backend, gpu.distributed_backend) == ("nvidia", "cuda", "nccl")
-    assert (npu.name, npu.tilelang_ops_backend, npu.distributed_backend) == ("ascend", "asc", "hccl")
+    assert (npu.name, npu.tilelang_ops_backend, npu.distributed_backend) == ("ascend", "ascend", "hccl")
     assert (cpu.name, cpu.tilelang_ops_backend, cpu.distributed_backend) == ("cpu", "torch", "gloo")
     assert [p.enum for p in (gpu, npu, cpu)] == [PlatformEnum.GPU, PlatformEnum.NPU, PlatformEnum.CPU]
     assert (gpu.is_gpu, gpu.is_npu, gpu.is_cpu) == (True, False, False)

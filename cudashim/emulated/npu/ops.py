@@ -9,7 +9,7 @@ the documentation forbids raise `NpuOperatorError`; documented features not simu
 Which operators: every `torch_npu.<op>` that `cudashim.replacements` calls on ascend — `_attn_ascend` calls
 exactly these two (flash_attn, flash_attn_with_kvcache and flash-attn 4's `_flash_attn_fwd` route through
 it); `deep_select.topk` and `_rotary` are plain torch on every platform, and the kernel library's ascend
-backend (`kernels/asc`) runs TileLang programs, not torch_npu operators. A simulated `torch_npu` module
+backend (`kernels/ascend`) runs TileLang programs, not torch_npu operators. A simulated `torch_npu` module
 takes its operators from OPERATORS.
 
 Verification level: L0 for the operators themselves (written against the docs); tests check them against

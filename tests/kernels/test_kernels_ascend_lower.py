@@ -1,4 +1,4 @@
-"""Level L2 for Ascend: every asc kernel lowers to AscendC source (tilelang.ascend, no bisheng, no NPU).
+"""Level L2 for Ascend: every ascend kernel lowers to AscendC source (tilelang.ascend, no bisheng, no NPU).
 
 The assertions read the produced source for what the kernel is supposed to be: a vector-core
 entry point, DMA between GM and UB in both directions, the SIMT region where there is arithmetic,
@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("tilelang", reason="tilelang not installed: pip install 'cudashim[tilelang]' to run the L2 kernel tests")
 
-from cudashim.kernels.asc._jit import DEFAULT_VECTOR_CORES, lower_source  # noqa: E402
+from cudashim.kernels.ascend._jit import DEFAULT_VECTOR_CORES, lower_source  # noqa: E402
 
 C = DEFAULT_VECTOR_CORES
 CASES = {
@@ -36,7 +36,7 @@ FP8 = {"store_kv_cache_fp8", "per_token_cast_g32"}
 def sources() -> dict[str, str]:
     out = {}
     for case, (module, args) in CASES.items():
-        mod = importlib.import_module(f"cudashim.kernels.asc.{module}")
+        mod = importlib.import_module(f"cudashim.kernels.ascend.{module}")
         out[case] = lower_source(mod._program(*args))
     return out
 

@@ -1,7 +1,7 @@
 """On an NVIDIA GPU: every cuda (TileLang) kernel equals the torch backend, within the stated tolerances.
 
 Run on the H200 box (torch 2.11+cu130, tilelang 0.1.15 from the carried wheels) from the repo root:
-    python3 -m pytest -q tests/device/test_kernels_gpu.py -rs
+    python3 -m pytest -q tests/gpu/test_kernels_gpu.py -rs
 Tolerances: exact (bit for bit) wherever the kernel only moves or casts bytes (KV store, FP8 cast
 with UE8M0 scales, residual sum, block tables); one bf16 ulp (2**-7 relative, 2**-7 absolute
 near 0) where float32 arithmetic is re-associated (the RMS reduction order, rsqrtf, FMA contraction

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from cudashim.installers import _npu_enforce, _npu_memory, npu, probes
+from cudashim.installers import _ascend_enforce, _ascend_memory, ascend, probes
 from cudashim.errors import CapabilityError
 
 
@@ -36,7 +36,7 @@ class _NpuMemory:
 
 def test_allocator_runtime_key_forwarded_degrade_key_warns() -> None:
     mem = _NpuMemory()
-    set_settings = _npu_memory.make_set_allocator_settings(mem)
+    set_settings = _ascend_memory.make_set_allocator_settings(mem)
     with pytest.warns(RuntimeWarning, match="roundup_power2_divisions"):
         set_settings("expandable_segments:False, roundup_power2_divisions:4")
     assert mem.calls == ["expandable_segments:False"]
@@ -50,13 +50,13 @@ def test_allocator_runtime_key_forwarded_degrade_key_warns() -> None:
 def test_allocator_refusals_name_the_key(settings: str, named: str) -> None:
     mem = _NpuMemory()
     with pytest.raises(CapabilityError, match=named):
-        _npu_memory.make_set_allocator_settings(mem)(settings)
+        _ascend_memory.make_set_allocator_settings(mem)(settings)
     assert mem.calls == []  # nothing half-applied
 
 
 def test_pdl_off_is_a_plain_call_on_is_degraded_with_one_warning() -> None:
     seen = []
-    set_pdl = _npu_enforce._enforcing(lambda on: seen.append(on), "deep_gemm.set_pdl", "pdl", "truthy")
+    set_pdl = _ascend_enforce._enforcing(lambda on: seen.append(on), "deep_gemm.set_pdl", "pdl", "truthy")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         set_pdl(False)
@@ -67,7 +67,7 @@ def test_pdl_off_is_a_plain_call_on_is_degraded_with_one_warning() -> None:
 
 def test_batch_invariant_mode_is_refused_on_ascend() -> None:
     called = []
-    enable = _npu_enforce._enforcing(lambda: called.append(1), "batch_invariant_ops.enable_batch_invariant_mode",
+    enable = _ascend_enforce._enforcing(lambda: called.append(1), "batch_invariant_ops.enable_batch_invariant_mode",
                             "batch_invariant", "call")
     with pytest.raises(CapabilityError, match="enable_batch_invariant_mode.*ascend"):
         enable()
@@ -77,7 +77,7 @@ def test_batch_invariant_mode_is_refused_on_ascend() -> None:
 def test_enforced_table_names_known_capabilities() -> None:
     from cudashim.platform import capabilities
 
-    for _module, _attr, cap, when in npu.ENFORCED:
+    for _module, _attr, cap, when in ascend.ENFORCED:
         capabilities.get(cap)
         assert when in ("call", "truthy")
 
@@ -91,7 +91,7 @@ def test_probe_sees_the_real_availability_and_restores(monkeypatch) -> None:
     # only this entry: the real ones would put the import hook on sys.meta_path of this process
     monkeypatch.setattr(probes, "PROBES", {"_cudashim_probe_dist": {
         "version": None, "platforms": ("ascend",), "apis": [f"{mod.__name__}:detect"]}})
-    shown = lambda: True  # noqa: E731 - what an alias layer shows the program
+    shown = lambda: True  # noqa: E731 - what an installer shows the program
     monkeypatch.setattr(torch.cuda, "is_available", shown)
     probes.install("ascend", lambda: False)
     assert f"{mod.__name__}:detect" in probes.installed()

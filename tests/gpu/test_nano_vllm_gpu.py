@@ -3,7 +3,7 @@ the shim's stand-in serves it), judged by examples/nano_vllm/compare.py — a fl
 weights, step by step, with a bf16 tolerance — and its flash_attn calls judged one by one.
 
 Run on a GPU box (nano-vllm-fork installed; xxhash with it) from the repo root:
-    python3 -m pytest -q -m gpu tests/device/test_nano_vllm_gpu.py -rs -s
+    python3 -m pytest -q -m gpu tests/gpu/test_nano_vllm_gpu.py -rs -s
 NANO_VLLM_CHECKPOINT=DIR reuses (or builds once into) DIR instead of a fresh temporary checkpoint.
 
 Token equality with transformers is not the bar on a GPU: transformers' own bf16 kernels there pick

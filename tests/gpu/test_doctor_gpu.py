@@ -1,7 +1,7 @@
 """On an NVIDIA machine: `cudashim doctor --json` sees the GPU through NVML without creating a CUDA context.
 
-Run on the H200 box with:  python3 -m pytest -q tests/device/test_doctor_gpu.py -rs
-(or plainly: python3 tests/device/test_doctor_gpu.py)
+Run on the H200 box with:  python3 -m pytest -q tests/gpu/test_doctor_gpu.py -rs
+(or plainly: python3 tests/gpu/test_doctor_gpu.py)
 """
 
 from __future__ import annotations

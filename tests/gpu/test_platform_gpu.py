@@ -1,7 +1,7 @@
 """On an NVIDIA machine: PlatformGPU's host pinning, NCCL options and peak lookup on the real driver.
 
-Run on the H200 box with:  python3 -m pytest -q tests/device/test_platform_gpu.py -rs -s
-(or plainly: python3 tests/device/test_platform_gpu.py)
+Run on the H200 box with:  python3 -m pytest -q tests/gpu/test_platform_gpu.py -rs -s
+(or plainly: python3 tests/gpu/test_platform_gpu.py)
 """
 
 from __future__ import annotations

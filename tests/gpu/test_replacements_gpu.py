@@ -1,7 +1,7 @@
 """The replacements on a real NVIDIA GPU (L3 for the CUDA path): bf16 numerics against the float64 oracle.
 
 Run on the H200 box (torch 2.11+cu130, no flash_attn):
-    python3 -m pytest -q -m gpu tests/device/test_replacements_gpu.py
+    python3 -m pytest -q -m gpu tests/gpu/test_replacements_gpu.py
 Tolerance: the flash kernel rounds the probabilities to bf16 before the PV product and the output
 once more, so errors are a few bf16 ulps of O(1) values: atol = rtol = 2e-2 (LSE is float32: 1e-2).
 Each test also asserts that the fast kernel was taken (no "portable per-sequence path" warning).

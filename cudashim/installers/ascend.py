@@ -14,14 +14,14 @@ Run by the import hook right after ``import torch`` when the platform is ``ascen
      (``npu_graph`` first, ``auto_dispatch_capture`` fourth: a positional CUDA call would be misread);
    * ``torch.cuda.memory.*`` answered by ``torch_npu.npu.memory`` where it has the same function, and
      ``torch.cuda.memory._set_allocator_settings("k:v,…")`` honoured or refused key by key
-     (_npu_memory.py, ALLOCATOR_KEYS: only expandable_segments can change at run time on the NPU);
+     (_ascend_memory.py, ALLOCATOR_KEYS: only expandable_segments can change at run time on the NPU);
    * the probe list (cudashim/installers/probes.py): TileLang's target detection and friends see the real
      ``torch.cuda.is_available()`` (False on an NPU-only host) while they run;
-   * the capability table's Ascend rows enforced where an engine asks for them (_npu_enforce.py,
+   * the capability table's Ascend rows enforced where an engine asks for them (_ascend_enforce.py,
      ENFORCED: symmetric memory, PDL, batch-invariant mode; graph timers at raw_cuda_graph()) through
      ``cudashim.platform.capabilities.require``;
    * what the CUDA idiom table found failing on the simulated NPU that fails on the real path too
-     (_npu_gaps.py: NVTX markers, legacy ``torch.cuda.*Tensor`` names in ``Tensor.type``, ``is_cuda``
+     (_ascend_gaps.py: NVTX markers, legacy ``torch.cuda.*Tensor`` names in ``Tensor.type``, ``is_cuda``
      in compiled code, ``nn.DataParallel`` refused);
    * Triton, once imported: triton-ascend's libdevice mapped, or upstream Triton's first launch refused
      naming triton-ascend (triton_route/ascend_hardware.py); on the simulated NPU, triton-ascend's
@@ -49,9 +49,9 @@ from ..platform import capabilities
 from ..errors import CapabilityError, CudashimError
 from . import probes
 from ._common import Bindings, when_imported
-from ._npu_enforce import ENFORCED, enforce_capabilities
-from ._npu_gaps import fill_gaps
-from ._npu_memory import ALLOCATOR_KEYS, fill_memory
+from ._ascend_enforce import ENFORCED, enforce_capabilities
+from ._ascend_gaps import fill_gaps
+from ._ascend_memory import ALLOCATOR_KEYS, fill_memory
 
 __all__ = ["install", "uninstall", "installed", "ALLOCATOR_KEYS", "ENFORCED"]
 

@@ -8,7 +8,7 @@ from .._common import import_tilelang
 
 __all__ = ["compile_program", "lower_source", "num_vector_cores", "DEFAULT_VECTOR_CORES"]
 
-_BACKEND = "asc"
+_BACKEND = "ascend"
 
 #: Ascend 950's AI vector core count, used when no NPU can be asked (lowering in CI)
 DEFAULT_VECTOR_CORES = 64
