@@ -1,7 +1,7 @@
 """What happens to torch.cuda once torch is imported: one entry point per platform.
 
 install() is called by the import hook right after `import torch` finishes (torch is in sys.modules);
-on nvidia nothing is aliased. cpu.py and npu.py each expose install()/uninstall(), both idempotent.
+on nvidia nothing is aliased. cpu.py and ascend.py each expose install()/uninstall(), both idempotent.
 """
 
 from __future__ import annotations
