@@ -43,7 +43,7 @@ import weakref
 from typing import Any, Callable
 
 from ..errors import CapabilityError
-from . import ascend_compile
+from . import ascend_compile, block_ptr
 from .interpreter import _Scope
 
 __all__ = [
@@ -443,6 +443,9 @@ def install() -> None:
         handle = interpreter.TensorHandle
         _set(handle, "__post_init__", _track_tiles(vars(handle).get("__post_init__")))
         for owner, name, value in _surface_modules():
+            _set(owner, name, value)
+        # triton-ascend speaks Triton 3.2's language: block pointers, where the installed Triton removed them
+        for owner, name, value in block_ptr.surface():
             _set(owner, name, value)
         from . import driver
 
