@@ -22,6 +22,10 @@ It also presents triton-ascend's language surface: the `triton.language.math` na
 (testing.py:814-839: tanh, pow, isnan, ...) and `triton.language.extra.ascend.libdevice`, each computed by
 the interpreter through the libdevice function of the same name, so a library's NPU branch
 (`from triton.language.math import tanh`) imports and runs as it would on an NPU.
+Triton 3.2's block pointers (`tl.make_block_ptr`, `tl.advance`, `boundary_check`, `padding_option`) are
+part of that language; where the installed Triton removed them, block_ptr.py presents them. The cpu
+platform does not get them: the emulated device stands for a GPU running the installed Triton, where a
+kernel using them fails as it does there.
 
 Each launch is recorded for the readiness report (report/readiness.py): launches, largest grid, call site,
 and whether the kernel compiles for Ascend (ascend_compile, opt-in).
