@@ -24,7 +24,7 @@ _BATCHED_REASON = "interpreter|batched: unsupported op tl.make_block_ptr (block 
 
 
 @pytest.fixture(scope="module")
-def sim() -> dict:
+def sim(tmp_path_factory: pytest.TempPathFactory) -> dict:
     sys.path.insert(0, str(ROOT / "tests" / "simulated"))
     try:
         from _sim import need_wheel as need_torch_npu_wheel, run_sim
@@ -32,10 +32,14 @@ def sim() -> dict:
         sys.path.pop(0)
     need_torch_npu_wheel()
     need_wheel()
-    r = run_sim([str(SCRIPT)], {"OMP_NUM_THREADS": "1"}, timeout=900)
+    report = tmp_path_factory.mktemp("bp") / "r.json"
+    r = run_sim(["--report", str(report), str(SCRIPT)], {"OMP_NUM_THREADS": "1", "CUDASHIM_TRITON_ASCEND_COMPILE": "1"},
+                timeout=900)
     assert r.returncode == 0, r.stderr[-4000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["npu"] == ["ok", True]
+    out["readiness"] = {k["kernel"].rpartition(":")[2]: k["compiles_for_ascend"]
+                        for k in json.loads(report.read_text())["npu_readiness"]["triton_kernels"]}
     return out
 
 
@@ -87,3 +91,16 @@ def test_cpu_keeps_the_installed_tritons_language() -> None:
     assert r.returncode == 0, r.stderr[-4000:]
     kind, msg = json.loads(r.stdout.strip().splitlines()[-1])["nan_pad"]
     assert kind == "InterpreterError" and "Block pointers have been removed" in msg
+
+
+def test_the_wheels_frontend_agrees_with_the_interpreter(sim: dict) -> None:
+    """The same kernels through triton-ascend's own frontend (the opt-in compile check): what runs here
+    compiles for Ascend, and what the interpreter refuses the wheel refuses too, in its words."""
+    verdicts = sim["readiness"]
+    for kernel in ("tile_affine_rowsum_kernel", "nan_pad_kernel", "block_matmul_kernel"):
+        assert verdicts[kernel] == "yes", verdicts
+    if "chunk_o_fwd_kernel" in verdicts:
+        assert verdicts["chunk_o_fwd_kernel"] == "yes", verdicts
+    assert "mask and other arguments cannot be specified for loading block pointers" in verdicts[
+        "mask_with_block_ptr_kernel"]
+    assert "argument is not supported for loading a tensor of" in verdicts["boundary_check_on_pointers_kernel"]
