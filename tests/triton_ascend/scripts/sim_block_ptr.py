@@ -82,10 +82,8 @@ def paths():
 
 
 if __name__ == "__main__":
-    import triton.language as tl
-
     out["npu"] = ["ok", hasattr(torch, "npu") and torch.npu.is_available()]
-    out["fla_npu_branch"] = ["ok", __import__("fla.utils", fromlist=["IS_NPU"]).IS_NPU]
+    case("fla_npu_branch", lambda: __import__("fla.utils", fromlist=["IS_NPU"]).IS_NPU)
     for f in (tile_affine_rowsum, nan_pad, block_matmul, mask_with_block_ptr, boundary_check_on_pointers,
               fla_chunk_simple_gla, paths):
         if f.__name__ in sys.argv[1:] or not sys.argv[1:]:
