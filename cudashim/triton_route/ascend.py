@@ -22,6 +22,10 @@ It also presents triton-ascend's language surface: the `triton.language.math` na
 (testing.py:814-839: tanh, pow, isnan, ...) and `triton.language.extra.ascend.libdevice`, each computed by
 the interpreter through the libdevice function of the same name, so a library's NPU branch
 (`from triton.language.math import tanh`) imports and runs as it would on an NPU.
+Triton 3.2's block pointers (`tl.make_block_ptr`, `tl.advance`, `boundary_check`, `padding_option`) are
+part of that language; where the installed Triton removed them, block_ptr.py presents them. The cpu
+platform does not get them: the emulated device stands for a GPU running the installed Triton, where a
+kernel using them fails as it does there.
 
 Each launch is recorded for the readiness report (report/readiness.py): launches, largest grid, call site,
 and whether the kernel compiles for Ascend (ascend_compile, opt-in).
@@ -43,7 +47,7 @@ import weakref
 from typing import Any, Callable
 
 from ..errors import CapabilityError
-from . import ascend_compile
+from . import ascend_compile, block_ptr
 from .interpreter import _Scope
 
 __all__ = [
@@ -443,6 +447,9 @@ def install() -> None:
         handle = interpreter.TensorHandle
         _set(handle, "__post_init__", _track_tiles(vars(handle).get("__post_init__")))
         for owner, name, value in _surface_modules():
+            _set(owner, name, value)
+        # triton-ascend speaks Triton 3.2's language: block pointers, where the installed Triton removed them
+        for owner, name, value in block_ptr.surface():
             _set(owner, name, value)
         from . import driver
 
