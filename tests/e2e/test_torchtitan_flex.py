@@ -1,7 +1,8 @@
 """torchtitan (PyPI torchtitan==0.3.0, installed by scripts/install's optional line), its own training
 entry, unmodified, under `python -m cudashim run torchrun` on the cpu platform: the llama3 debug model it
 ships, whose attention is compiled `flex_attention` with gradients, FSDP2 on a one-device mesh (the trainer
-applies `fully_shard` at every shard degree), the whole TransformerBlocks compiled as well, a few steps.
+applies `fully_shard` at every shard degree), the whole TransformerBlocks compiled as well, the whole
+forward-backward step captured in a CUDA graph and replayed (torchtitan's default), a few steps.
 
 What the wheel does not ship is made here: its debug config reads a tokenizer and a small text dataset
 from ./tests/assets of the torchtitan repository, so the test writes both into the run's folder (a BPE
@@ -9,10 +10,11 @@ tokenizer trained on the dataset's text, a JSON-lines file `datasets` loads from
 torchrun's program is _torchtitan_launch.py, which adds the one torch function torchtitan 0.3.0 calls and
 the installed torch lacks, then runs `torchtitan.train` as `python -m` would.
 
-Judged: the run ends cleanly, every step's loss is finite and the loss falls at every step; the same run
-with the blocks left eager (torchtitan still compiles its flex attention then) gives the first two steps'
-losses to bf16 rounding, since both start from the same seeded weights and batches. Plain torch on the CPU is no oracle:
-torchtitan 0.3.0 needs a CUDA-like device and stops there in `torch.cuda.set_device`.
+Judged: the run ends cleanly, every step's loss is finite and the loss falls at every step; the run
+without the step's CUDA graph prints the same losses; the run with the blocks left eager (torchtitan still
+compiles its flex attention then) gives the first two steps' losses to bf16 rounding, since both start
+from the same seeded weights and batches. Plain torch on the CPU is no oracle: torchtitan 0.3.0 needs a
+CUDA-like device and stops there in `torch.cuda.set_device`.
 """
 
 from __future__ import annotations
@@ -65,15 +67,15 @@ def _assets(folder: Path) -> None:
         "add_bos_token": True, "add_eos_token": True}))
 
 
-def _train(folder: Path, compile_blocks: bool, steps: int) -> list[float]:
-    """torchtitan's llama3_debugmodel trained `steps` steps on the emulated device; the losses it logged."""
+def _train(folder: Path, steps: int, *options: str) -> tuple[list[float], str]:
+    """torchtitan's llama3_debugmodel trained `steps` steps on the emulated device with its command-line
+    options; the losses it logged and its output."""
     args = [sys.executable, "-m", "cudashim", "run", "--platform", "cpu",
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", str(LAUNCH),
             "--module", "llama3", "--config", "llama3_debugmodel",
             "--training.steps", str(steps), "--training.seq-len", "128", "--training.local-batch-size", "2",
-            "--compile.enable" if compile_blocks else "--compile.no-enable",
             "--checkpoint.no-enable", "--validator.freq", "1000",
-            "--metrics.log-freq", "1", "--metrics.disable-color-printing"]
+            "--metrics.log-freq", "1", "--metrics.disable-color-printing", *options]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "HF_DATASETS_CACHE": str(folder / "hf-cache")}
@@ -82,7 +84,7 @@ def _train(folder: Path, compile_blocks: bool, steps: int) -> list[float]:
     assert r.returncode == 0, out[-6000:]
     losses = [float(x) for x in re.findall(r"step:\s*\d+\s+loss:\s*(\S+)", out)]
     assert len(losses) == steps, out[-6000:]
-    return losses
+    return losses, out
 
 
 @pytest.fixture(scope="module")
@@ -93,15 +95,24 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_torchtitan_trains_with_compiled_flex_attention_and_fsdp2(assets: Path) -> None:
-    losses = _train(assets, compile_blocks=True, steps=6)
+    losses, out = _train(assets, 6, "--compile.enable")
+    # torchtitan captures the whole forward-backward step in one CUDA graph by default and replays it
+    # from the next step on: the run went through capture and replay
+    assert "Recorded CUDA graph" in out, out[-6000:]
     assert all(math.isfinite(v) for v in losses), losses
     # seeded weights on a 2048-token vocabulary start near ln(2048) = 7.6; six AdamW steps on text of
     # twenty words bring it well down
     assert losses[0] > 7.0 and losses[-1] < losses[0] - 1.5, losses
     assert all(b < a for a, b in zip(losses, losses[1:])), losses
 
+    # the same steps without the step's CUDA graph: the same compiled code on the same batches, so the
+    # replays, which read each step's new batch and the updated weights, print the same losses
+    no_graph, out = _train(assets, 6, "--compile.enable", "--training.disable-cuda-graphs")
+    assert "Recorded CUDA graph" not in out
+    assert no_graph == losses, (no_graph, losses)
+
     # two steps: the first update's learning rate is the warm-up's whatever the run's length, so both
     # losses are comparable; eager blocks are slow on the device, more steps would add only time
-    eager = _train(assets, compile_blocks=False, steps=2)
+    eager, _ = _train(assets, 2, "--compile.no-enable")
     # bf16 parameters (torchtitan's FSDP2 mixed precision): a relative 2e-3 is a few bf16 roundings
     assert eager == pytest.approx(losses[:2], rel=2e-3), (eager, losses)
