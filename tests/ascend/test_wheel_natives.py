@@ -111,8 +111,11 @@ for name in names:
             out["cann"][name] = text.splitlines()[0][:200]  # torch_npu's refusal, or a part of CANN absent
         elif (isinstance(e, importlib.metadata.PackageNotFoundError)
               or isinstance(e, ModuleNotFoundError) and not missing.startswith("torch_npu")
-              or isinstance(e, ImportError) and "from 'torch." in text):
-            # a third-party package not installed, or a name this torch lacks: as on an NPU host with it
+              or isinstance(e, ImportError) and "from 'torch." in text
+              or isinstance(e, AssertionError) and text.startswith("AssertionError: make_fallback(")):
+            # a third-party package not installed, or a name this torch lacks, or torch_npu's Inductor backend
+            # meeting this torch's decomposition table (Inductor's own assertion, reached once triton-ascend's
+            # language names are there): as on an NPU host with the same torch
             out["environment"][name] = text.splitlines()[0][:200]
         else:
             out["neither"][name] = text.splitlines()[0][:300]
