@@ -100,7 +100,9 @@ out = {"ok": 0, "cann": {}, "environment": {}, "neither": {}}
 names = json.loads(sys.argv[1])
 # transfer_to_npu rebinds torch.cuda to torch.npu for every module imported after it: it goes last
 names.sort(key=lambda n: n == "torch_npu.contrib.transfer_to_npu")
-CANN_PARTS = ("torch_npu._C.mlir", "torch_npu._C.dvm", "triton.language.extra' has no attribute 'ascend", "atb::", "CANN installation")
+# parts of CANN (or natives linked to it: torchair's _torchair.so over CANN's graph engine) that are absent here
+CANN_PARTS = ("torch_npu._C.mlir", "torch_npu._C.dvm", "triton.language.extra' has no attribute 'ascend", "atb::", "CANN installation",
+              "'_torchair' from 'torchair.core'")
 for name in names:
     try:
         importlib.import_module(name)
