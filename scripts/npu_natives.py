@@ -132,9 +132,9 @@ def trace_imports(modules: list[str]) -> dict[str, list[str]]:
     """{_C or _C.<sub>: names} read while importing every module of the package over the simulated _C."""
     # the simulated torch_npu alone: no shim activated (CUDASHIM_DISABLE), its site and this checkout first
     env = dict(os.environ, CUDASHIM_DISABLE="1", PYTHONPATH=str(ROOT))
-    from cudashim.emulated.npu.site import prepare
+    from cudashim.emulated.npu.site import assembled
 
-    site = prepare()
+    site = assembled()
     env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
     import tempfile
 

@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+import sys
+import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,3 +72,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU"))
         elif gpu.kwargs.get("torch") and not _torch_sees_cuda():
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU visible to torch (a CUDA build)"))
+
+
+_SITE_PACKAGES = tuple({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+
+
+@pytest.fixture(autouse=True)
+def _sys_path_restored() -> Iterator[None]:
+    """A test that leaves an entry on sys.path changes what later tests in the same worker import (the
+    simulated torch_npu's site left there made liger-kernel take its NPU branch in another file): fail it."""
+    before = list(sys.path)
+    yield
+    # a package's import adding its own vendored folder (setuptools/_vendor) is not the test's doing
+    added = [p for p in sys.path if p not in before and not p.startswith(_SITE_PACKAGES)]
+    if added:
+        sys.path[:] = before
+        pytest.fail(f"this test left {added} on sys.path: restore it (monkeypatch.syspath_prepend, or a child process)")

@@ -143,13 +143,19 @@ def _assemble(wheel: Path, dest: Path) -> None:
             raise
 
 
-def prepare() -> Path:
-    """The assembled site folder, first on sys.path (idempotent)."""
+def assembled() -> Path:
+    """The assembled site folder (assembled on first use); this process's sys.path untouched."""
     wheel = find_wheel()
     dest = wheel_cache().parent / "npusim" / _key(wheel)
     if not dest.is_dir():
         dest.parent.mkdir(parents=True, exist_ok=True)
         _assemble(wheel, dest)
+    return dest
+
+
+def prepare() -> Path:
+    """The assembled site folder, first on sys.path (idempotent)."""
+    dest = assembled()
     if str(dest) not in sys.path:
         sys.path.insert(0, str(dest))
     return dest
@@ -164,6 +170,6 @@ def alone_env(root: Path, environ: "dict[str, str] | None" = None) -> dict[str, 
     for keep in ("CUDASHIM_BUILD_DIR", "CUDASHIM_WHEEL_CACHE", "CUDASHIM_NPU_DEVICES", "CUDASHIM_CANN_VERSION"):
         if environ is None and keep in os.environ:
             env[keep] = os.environ[keep]
-    env["PYTHONPATH"] = os.pathsep.join([str(prepare()), str(root)])
+    env["PYTHONPATH"] = os.pathsep.join([str(assembled()), str(root)])
     env["CUDASHIM_DISABLE"] = "1"
     return env
