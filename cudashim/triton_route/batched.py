@@ -145,17 +145,24 @@ class _Memory:
         start = self.starts[i]
         if start % size:
             return None
-        off = p - np.uint64(start)
+        # in int64 (the same bits as the uint64 difference); read as uint64 below, an address under the
+        # storage's start is a huge index, so one maximum bounds both sides
+        off = p.view(np.int64) - start
         if size > 1:
             if not aligned:
-                low = np.bitwise_and(off, np.uint64(size - 1))
+                low = np.bitwise_and(off, size - 1)
                 if (low.any() if m is None else np.logical_and(low, m).any()):
                     return None
-            off >>= np.uint64(size.bit_length() - 1)
+            off >>= size.bit_length() - 1
         view = self._view(i, dtype)
-        if off.size and int(np.max(off, where=m if m is not None else True, initial=0)) >= view.shape[0]:
-            return None
-        return view, off.view(np.int64), m is None
+        n = view.shape[0]
+        if off.size:
+            unsigned = off.view(np.uint64)
+            if int(unsigned.max()) >= n:  # some lane out of the storage: fine only where masked off
+                if m is None or int(np.max(unsigned, where=m, initial=0)) >= n:
+                    return None
+                return view, off, False
+        return view, off, True
 
 
 @dataclass
@@ -180,6 +187,10 @@ class _Run:
     memory: _Memory | None = None
     max_elements: int = 1
     irreversible: bool = False
+    # the launch's last group, past the last decision of a replayed tape: nothing after can send the
+    # launch back, so stores keep no undo log (an error from here on is the kernel's own)
+    undo_free: bool = False
+    final: bool = False
 
 
 # Builder methods that act element by element on their operands' data: the interpreter's own
@@ -296,6 +307,7 @@ class _Tape:
         self.n = 0
         self.args: dict[str, int] = {}
         self.broken: str | None = None
+        self.last_check = -1  # index of the last decision (guard or trip count) among the ops
 
     def add(self, h: Any) -> int:
         i = self.n
@@ -367,11 +379,14 @@ def _guard(check: Callable[[Any], Any], h: Any) -> Any:
     return value
 
 
-def _replay(tape: _Tape, bound: dict[str, Any]) -> None:
+def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None:
     slots: list[Any] = [None] * tape.n
     for name, i in tape.args.items():
         slots[i] = bound[name].handle
-    for kind, fn, refs, krefs, out in tape.ops:
+    free_from = tape.last_check + 1 if run is not None and run.final else -1
+    for at, (kind, fn, refs, krefs, out) in enumerate(tape.ops):
+        if at == free_from:
+            run.undo_free = True  # type: ignore[union-attr]
         args = [slots[a.i] if a.__class__ is _Slot else (a.resolve(slots) if a.__class__ is _Seq else a)
                 for a in refs]
         if kind == 0:
@@ -517,7 +532,17 @@ class BatchedBuilder:
     # -- pointers -----------------------------------------------------------------------------------
 
     def create_addptr(self, ptr: Any, offset: Any) -> Any:
-        out = _elementwise(self._base, "create_addptr", ptr, offset)
+        ptr, offset = _align([ptr, offset])
+        if ptr.data.dtype != np.uint64 or offset.data.dtype.kind not in "iu":
+            out = self._base.create_addptr(ptr, offset)
+        else:
+            # the interpreter's uint64 sum, computed in int64: the same bits modulo 2**64, in fewer passes
+            size = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
+            off = offset.data.astype(np.int64)
+            if size != 1:
+                off *= size
+            data = np.add(ptr.data.view(np.int64), off).view(np.uint64)
+            out = _interp().TensorHandle(data, ptr.dtype)
         if _ALIGNED in ptr.attr and offset.data.dtype.kind in "iu":
             out.attr[_ALIGNED] = True
         return out
@@ -603,9 +628,10 @@ class BatchedBuilder:
         run = self.run
         found = run.memory.locate(p, m, dtype_np, _ALIGNED in ptrs.attr) if run is not None else None
         if found is not None:
-            view, idx, _ = found
+            view, idx, inside = found
             if m is not None and not m.all():
-                data = np.where(m, view.take(idx, mode="clip"), o if o is not None else np.zeros((), dtype_np))
+                data = np.where(m, view.take(idx) if inside else view.take(idx, mode="clip"),
+                                o if o is not None else np.zeros((), dtype_np))
             else:
                 data = view.take(idx)
             return self._handle(data, dtype_tt)
@@ -626,8 +652,11 @@ class BatchedBuilder:
             view, idx, _ = found
             if m is not None and not m.all():
                 idx, v = idx[m], v[m]
-            old = view.take(idx)
-            run.undo.append(partial(_put, view, idx, old))
+            if run.undo_free:
+                run.irreversible = True
+            else:
+                old = view.take(idx)
+                run.undo.append(partial(_put, view, idx, old))
             view[idx] = v
             return None
         m = m if m is not None else np.ones(shape, dtype=bool)
@@ -939,6 +968,8 @@ _REWRITTEN: dict[Any, Callable[..., Any]] = {}
 _ORIGINAL_SEMANTIC: list[Any] = []
 # called with each nested @triton.jit function a traced run enters (the route patches its libdevice names)
 _NESTED_HOOKS: list[Callable[[Callable[..., Any]], None]] = []
+# called once when a launch first runs the kernel's Python (a replayed launch never does)
+_TRACE_HOOKS: list[Callable[[], None]] = []
 
 
 class _Globals:
@@ -1136,9 +1167,13 @@ def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any])
         sig = _SIGNATURES[fn] = (set(spec.args) | set(spec.kwonlyargs),
                                  {n for n, t in annotations.items() if t == "constexpr"})
     names, constexprs = sig
-    kwargs = {k: v for k, v in kwargs.items() if k in names}
-    bound = inspect.getcallargs(fn, *args, **kwargs)
-    out = {name: arg if name in constexprs else ip._implicit_cvt(arg) for name, arg in bound.items()}
+    if not args and len(kwargs) == len(names) and all(k in names for k in kwargs):
+        bound = kwargs  # the route's launches come bound by name, defaults applied
+    else:
+        kwargs = {k: v for k, v in kwargs.items() if k in names}
+        bound = inspect.getcallargs(fn, *args, **kwargs)
+    cvt = ip._implicit_cvt
+    out = {name: arg if name in constexprs else _cvt(arg, cvt) for name, arg in bound.items()}
     for name, v in out.items():
         ty = getattr(v, "type", None)
         if isinstance(ty, _tl().pointer_type) and hasattr(v, "handle"):
@@ -1146,6 +1181,37 @@ def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any])
             if int(v.handle.data[0]) % size == 0:
                 v.handle.attr[_ALIGNED] = True
     return out, constexprs
+
+
+_ARG_TYPES: dict[str, Any] = {}
+
+
+def _cvt(arg: Any, implicit_cvt: Callable[[Any], Any]) -> Any:
+    """The interpreter's conversion of an argument (`implicit_cvt`), with the language type of an integer
+    or a tensor parsed once per type string rather than at every launch."""
+    cls = arg.__class__
+    if cls is not int and not hasattr(arg, "data_ptr"):
+        return implicit_cvt(arg)  # floats (the route makes them fp32), bools, tuples, descriptors
+    from triton.runtime.jit import mangle_type
+
+    mangled = mangle_type(arg)
+    ty = _ARG_TYPES.get(mangled)
+    if ty is None:
+        ty = _ARG_TYPES[mangled] = _tl().str_to_ty(mangled, None)
+    ip = _interp()
+    if cls is int:
+        if -2**31 <= arg < 2**31:
+            dtype: Any = np.int32
+        elif 2**31 <= arg < 2**32:
+            dtype = np.uint32
+        elif -2**63 <= arg < 2**63:
+            dtype = np.int64
+        elif 2**63 <= arg < 2**64:
+            dtype = np.uint64
+        else:
+            return implicit_cvt(arg)  # the interpreter's error
+        return _tl().tensor(ip.TensorHandle(np.array([arg], dtype=dtype), ty), ty)
+    return _tl().tensor(ip.TensorHandle(np.array([arg.data_ptr()], dtype=np.uint64), ty), ty)
 
 
 def _grid3(grid: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int, int]:
@@ -1223,6 +1289,7 @@ class _Engine:
 
 
 _ENGINE: list[_Engine] = []
+_COORDS: dict[tuple[int, int, int], np.ndarray] = {}
 # groups run through the language front end, and replayed from a tape (the tests read these)
 STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0}
 _UNTAPED: dict[Any, str] = {}
@@ -1285,7 +1352,11 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
         bound, constexprs = _bind(raw, args, kwargs)
         key = (raw,) + tuple((name, _arg_key(v)) for name, v in bound.items())
         memory = _Memory(_tensors(list(args) + list(kwargs.values())))
-        coords = np.stack(np.unravel_index(np.arange(total), grid), axis=1).astype(np.int32)
+        coords = _COORDS.get(grid)
+        if coords is None:
+            if len(_COORDS) > 64:
+                _COORDS.clear()
+            coords = _COORDS[grid] = np.stack(np.unravel_index(np.arange(total), grid), axis=1).astype(np.int32)
         start, size = 0, _first_group(total, bound, constexprs)
         while start < total:
             groups = 0
@@ -1294,14 +1365,14 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
             per_instance = 1
             while pending:
                 part = pending.pop(0)
-                run = _Run(_Group(part, grid), total, log, memory)
+                run = _Run(_Group(part, grid), total, log, memory, final=start >= total and not pending)
                 mark = len(log)
                 builder.run = run
                 tapes = _TAPES.setdefault(key, [])
                 outcome = None
                 for tape in tapes:
                     try:
-                        _replay(tape, bound)
+                        _replay(tape, bound, run)
                         outcome = "replayed"
                         break
                     except _GuardFailed:  # another path through the kernel: the next tape, or a trace
@@ -1326,6 +1397,8 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                         elif isinstance(v, tuple):
                             tape.broken = f"argument {name} is a tuple"
                 if scope is None:  # only a traced run executes the kernel's Python
+                    for hook in _TRACE_HOOKS:
+                        hook()
                     scope = _patch_language(raw, engine.semantic, batched=True)
                     _GLOBALS.enter(raw)
                 _STATE.tape = tape
@@ -1341,6 +1414,7 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                 if tape is not None:
                     if tape.broken is None:
                         tape.keep = []
+                        tape.last_check = max((i for i, op in enumerate(tape.ops) if op[0] != 0), default=-1)
                         tapes.append(tape)
                     else:
                         STATS["untaped"] += 1
@@ -1421,7 +1495,9 @@ def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int]) -> s
     scope = _Scope()
     try:
         _close_gaps(scope, name)
-        libdevice.patch(scope, raw.__globals__, lambda: name)
+        libdevice.patch_builder(scope, lambda: name)
+        # the names in the kernels' globals are read only by a traced run: patched when one starts
+        _TRACE_HOOKS.append(lambda: libdevice.patch(scope, raw.__globals__, lambda: name))
         original = getattr(ip._get_np_dtype, "__wrapped__", ip._get_np_dtype)
         scope.set(ip, "_get_np_dtype", _cached_np_dtype(original))
         # libdevice calls reach the builder through the interpreter's module-level semantic
@@ -1430,4 +1506,5 @@ def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int]) -> s
         return run_batched(kernel, grid, (), bound)
     finally:
         _NESTED_HOOKS.clear()
+        _TRACE_HOOKS.clear()
         scope.restore()

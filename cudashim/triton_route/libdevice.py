@@ -128,6 +128,16 @@ def _with_semantic(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def patch_builder(scope: Any, kernel: Callable[[], str] = lambda: "?") -> None:
+    """For one launch: the builder's extern-elementwise operation computes (what a replayed batched run
+    calls; the names in kernels' globals only matter where the kernel's Python runs)."""
+    from triton.runtime import interpreter as m
+
+    if _cuda_module() is None:
+        return
+    scope.set(m.interpreter_builder, "create_extern_elementwise", _extern_elementwise(kernel))
+
+
 def patch(scope: Any, fn_globals: dict[str, Any], kernel: Callable[[], str] = lambda: "?") -> None:
     """For one launch: libdevice names in fn_globals (and the libdevice modules' attributes) compute."""
     from triton.runtime import interpreter as m
@@ -135,7 +145,7 @@ def patch(scope: Any, fn_globals: dict[str, Any], kernel: Callable[[], str] = la
     cuda, stub = _cuda_module(), _stub_module()
     if cuda is None:
         return
-    scope.set(m.interpreter_builder, "create_extern_elementwise", _extern_elementwise(kernel))
+    patch_builder(scope, kernel)
     modules = tuple(x for x in (cuda, stub) if x is not None)
     names = {getattr(x, "__name__", "") for x in modules}
 
