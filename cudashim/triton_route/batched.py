@@ -426,6 +426,130 @@ class _RecordingBuilder:
         return call
 
 
+# -- index arithmetic kept as a formula ------------------------------------------------------------
+#
+# Offsets and pointers are mostly `base + stride * index` along each block axis (program id times a
+# block size, plus `tl.arange`, times a row stride...). Such a value is kept as that formula: its
+# array is only formed when something reads it, and a load or store through such a pointer reads the
+# memory as one strided view rather than gathering address by address. The formula is exact integer
+# arithmetic; formed as an array it is cast to the value's type, which is the interpreter's wrapped
+# result for add, sub and mul. Where a cast or a pointer could see a value outside its type's range
+# the array is formed and the interpreter's operation runs on it.
+
+_AFFINE_CLS: list[type] = []
+_AFFINE_INTS = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _affine_class() -> type:
+    if not _AFFINE_CLS:
+        class AffineHandle(_interp().TensorHandle):  # type: ignore[misc, valid-type]
+            """value[i, j...] = base[i] + sum_d strides[d] * j_d, for instance i (base of size 1 when the
+            same for all) and block index j; its array formed on first read."""
+
+            def __init__(self, base: np.ndarray, strides: tuple[int, ...], shape: tuple[int, ...],
+                         np_dtype: np.dtype, dtype: Any) -> None:
+                self.aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]] | None = (base, strides, shape)
+                self.np_dtype = np_dtype
+                self._data: np.ndarray | None = None
+                self.dtype = dtype
+                self.attr = {}
+
+            @property  # type: ignore[misc]
+            def data(self) -> np.ndarray:
+                if self._data is None:
+                    self._data = _form(self.aff, self.np_dtype)  # type: ignore[arg-type]
+                return self._data
+
+            @data.setter
+            def data(self, value: np.ndarray) -> None:
+                self._data, self.aff = value, None
+
+        _AFFINE_CLS.append(AffineHandle)
+    return _AFFINE_CLS[0]
+
+
+def _aff(h: Any) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...]] | None:
+    return h.aff if _AFFINE_CLS and h.__class__ is _AFFINE_CLS[0] else None
+
+
+def _form(aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]], np_dtype: np.dtype) -> np.ndarray:
+    base, strides, shape = aff
+    nb, r = base.shape[0], len(shape)
+    out = base.reshape((nb,) + (1,) * r)
+    for d, (st, n) in enumerate(zip(strides, shape)):
+        if st and n > 1:
+            along = [1] * (r + 1)
+            along[d + 1] = n
+            out = out + (np.arange(n, dtype=np.int64) * st).reshape(along)
+    out = np.broadcast_to(out, (nb,) + shape)
+    if np_dtype == np.uint64:
+        return out.view(np.uint64)
+    return out.astype(np_dtype) if np_dtype != np.int64 else out
+
+
+def _affine_extent(aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]) -> tuple[int, int]:
+    base, strides, shape = aff
+    lo, hi = int(base.min()), int(base.max())
+    for st, n in zip(strides, shape):
+        span = st * (n - 1)
+        lo, hi = lo + min(0, span), hi + max(0, span)
+    return lo, hi
+
+
+def _fits(aff: Any, np_dtype: np.dtype) -> bool:
+    lo, hi = _affine_extent(aff)
+    info = np.iinfo(np_dtype)
+    return info.min <= lo and hi <= info.max
+
+
+def _uniform(base: np.ndarray) -> int | None:
+    if base.shape[0] == 1 or bool((base == base[0]).all()):
+        return int(base[0])
+    return None
+
+
+def _strided_ok(steps: list[tuple[int, int]]) -> bool:
+    """Whether (element stride, length) axes address each element at most once."""
+    reach = 0
+    for st, n in sorted((abs(st), n) for st, n in steps if n > 1):
+        if st <= reach:
+            return False
+        reach += st * (n - 1)
+    return True
+
+
+def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, np.ndarray] | None:
+    """Where a formula pointer block lies wholly inside one argument storage: ("strided", a view of
+    the storage with the block's shape) when instances are evenly spaced, else ("index", element
+    indices); None when any lane (masked or not) leaves the storage."""
+    base, strides, shape = aff
+    size = dtype.itemsize
+    lo, hi = _affine_extent(aff)
+    i = bisect.bisect_right(memory.starts, lo) - 1
+    if i < 0:
+        return None
+    start = memory.starts[i]
+    if hi + size > start + memory.sizes[i] or start % size or any(st % size for st in strides):
+        return None
+    rel = base - start
+    if (rel % size).any():
+        return None
+    rel //= size
+    steps = [st // size for st in strides]
+    view = memory._view(i, dtype)
+    nb = rel.shape[0]
+    step = int(rel[1] - rel[0]) if nb > 1 else 0
+    if nb == 1 or bool((np.diff(rel) == step).all()):
+        first = int(rel[0])
+        region = np.lib.stride_tricks.as_strided(view[first:], shape=(nb,) + shape,
+                                                 strides=(step * size,) + tuple(st * size for st in steps))
+        if _strided_ok([(step, nb)] + list(zip(steps, shape))):
+            return "strided", region
+        return "shared", region  # lanes share elements: readable as a view, written address by address
+    idx = _form((rel, tuple(steps), shape), np.dtype(np.int64))
+    return "index", idx
+
+
 def _extent(data: np.ndarray) -> tuple[int, int]:
     base = data
     while base.base is not None and isinstance(base.base, np.ndarray) and base.base.size < base.size:
@@ -436,7 +560,9 @@ def _extent(data: np.ndarray) -> tuple[int, int]:
 
 
 def _check_overflow(lhs: Any, rhs: Any, op: str, lo: int, hi: int, msg: str) -> None:
-    (amin, amax), (bmin, bmax) = _extent(lhs.data), _extent(rhs.data)
+    la, ra = _aff(lhs), _aff(rhs)
+    (amin, amax) = _affine_extent(la) if la is not None else _extent(lhs.data)
+    (bmin, bmax) = _affine_extent(ra) if ra is not None else _extent(rhs.data)
     if op == "add":
         bounds = (amin + bmin, amax + bmax)
     elif op == "sub":
@@ -512,6 +638,49 @@ class BatchedBuilder:
                 run.max_elements = per
         return _interp().TensorHandle(data, dtype)
 
+    def _affine(self, base: np.ndarray, strides: tuple[int, ...], shape: tuple[int, ...], np_dtype: np.dtype,
+                dtype: Any) -> Any:
+        run = self.run
+        if run is not None and shape:
+            per = int(np.prod(shape))
+            if per > run.max_elements:
+                run.max_elements = per
+        return _affine_class()(base, strides, shape, np.dtype(np_dtype), dtype)
+
+    # -- index arithmetic as formulas ---------------------------------------------------------------
+
+    def create_add(self, lhs: Any, rhs: Any) -> Any:
+        return self._sum(lhs, rhs, 1, "create_add")
+
+    def create_sub(self, lhs: Any, rhs: Any) -> Any:
+        return self._sum(lhs, rhs, -1, "create_sub")
+
+    def _sum(self, lhs: Any, rhs: Any, sign: int, name: str) -> Any:
+        a, b = _aff(lhs), _aff(rhs)
+        if a is not None and b is not None and a[2] == b[2] and lhs.np_dtype == rhs.np_dtype \
+                and lhs.np_dtype in _AFFINE_INTS:
+            return self._affine(a[0] + sign * b[0], tuple(x + sign * y for x, y in zip(a[1], b[1])), a[2],
+                                lhs.np_dtype, lhs.dtype)
+        return _elementwise(self._base, name, lhs, rhs)
+
+    def create_mul(self, lhs: Any, rhs: Any) -> Any:
+        a, b = _aff(lhs), _aff(rhs)
+        if a is not None and b is not None and a[2] == b[2] and lhs.np_dtype == rhs.np_dtype \
+                and lhs.np_dtype in _AFFINE_INTS:
+            for x, y, h in ((a, b, lhs), (b, a, rhs)):
+                c = _uniform(y[0]) if not any(y[1]) else None
+                if c is not None:
+                    return self._affine(x[0] * c, tuple(st * c for st in x[1]), x[2], h.np_dtype, h.dtype)
+        return _elementwise(self._base, "create_mul", lhs, rhs)
+
+    def create_int_cast(self, src: Any, dst_type: Any, is_signed: bool) -> Any:
+        a = _aff(src)
+        if a is not None and src.np_dtype in _AFFINE_INTS:
+            np_dtype = np.dtype(_interp()._get_np_dtype(dst_type))
+            if np_dtype in _AFFINE_INTS and _fits(a, src.np_dtype) and _fits(a, np_dtype):
+                return self._affine(a[0], a[1], a[2], np_dtype, dst_type.scalar)
+        return _elementwise(self._base, "create_int_cast", src, dst_type, is_signed)
+
     # -- programming model --------------------------------------------------------------------------
 
     def set_grid_idx(self, x: int, y: int, z: int) -> None:
@@ -527,11 +696,21 @@ class BatchedBuilder:
         return self._handle(np.array([self.run.group.grid[axis]], dtype=np.int32), _tl().int32)
 
     def create_make_range(self, ret_ty: Any, start: int, stop: int) -> Any:
-        return self._handle(np.arange(start, stop, dtype=np.int32)[None], _tl().int32)
+        return self._affine(np.array([start], dtype=np.int64), (1,), (stop - start,), np.dtype(np.int32),
+                            _tl().int32)
 
     # -- pointers -----------------------------------------------------------------------------------
 
     def create_addptr(self, ptr: Any, offset: Any) -> Any:
+        a, b = _aff(ptr), _aff(offset)
+        if a is not None and b is not None and a[2] == b[2] and ptr.np_dtype == np.uint64 \
+                and offset.np_dtype in _AFFINE_INTS and _fits(b, offset.np_dtype):
+            size = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
+            out = self._affine(a[0] + b[0] * size, tuple(x + y * size for x, y in zip(a[1], b[1])), a[2],
+                               ptr.np_dtype, ptr.dtype)
+            if _ALIGNED in ptr.attr:
+                out.attr[_ALIGNED] = True
+            return out
         ptr, offset = _align([ptr, offset])
         if ptr.data.dtype != np.uint64 or offset.data.dtype.kind not in "iu":
             out = self._base.create_addptr(ptr, offset)
@@ -551,8 +730,12 @@ class BatchedBuilder:
 
     def create_splat(self, ret_ty: Any, arg: Any) -> Any:
         shape = tuple(ret_ty.shape)
-        np_dtype = _interp()._get_np_dtype(arg.dtype)
+        np_dtype = np.dtype(_interp()._get_np_dtype(arg.dtype))
         data = arg.data
+        if data.ndim == 1 and data.dtype == np_dtype and (np_dtype in _AFFINE_INTS or np_dtype == np.uint64) \
+                and (np_dtype != np.uint64 or isinstance(arg.dtype, _tl().pointer_type)):
+            base = data.view(np.int64) if np_dtype == np.uint64 else data.astype(np.int64)
+            return _keep_aligned(arg, self._affine(base, (0,) * len(shape), shape, np_dtype, arg.dtype.scalar))
         n = data.shape[0]
         scalar = data.reshape(n, -1)[:, :1].reshape((n,) + (1,) * len(shape))
         return _keep_aligned(arg, self._handle(np.broadcast_to(scalar.astype(np_dtype, copy=False), (n,) + shape), arg.dtype.scalar))
@@ -562,10 +745,21 @@ class BatchedBuilder:
         return self._handle(np.ascontiguousarray(data.reshape(data.shape[0], -1)[:, 0]), arg.dtype.scalar)
 
     def create_broadcast(self, arg: Any, shape: list[int]) -> Any:
+        a = _aff(arg)
+        if a is not None and len(a[2]) == len(shape) and all(o in (1, n) for o, n in zip(a[2], shape)):
+            strides = tuple(st if o == n else 0 for st, o, n in zip(a[1], a[2], shape))
+            return _keep_aligned(arg, self._affine(a[0], strides, tuple(shape), arg.np_dtype, arg.dtype))
         data = arg.data
         return _keep_aligned(arg, self._handle(np.broadcast_to(data, (data.shape[0],) + tuple(shape)), arg.dtype.scalar))
 
     def create_expand_dims(self, arg: Any, axis: int) -> Any:
+        a = _aff(arg)
+        if a is not None:
+            r = len(a[2])
+            at = axis if axis >= 0 else r + 1 + axis
+            if 0 <= at <= r:
+                return _keep_aligned(arg, self._affine(a[0], a[1][:at] + (0,) + a[1][at:], a[2][:at] + (1,) + a[2][at:],
+                                                       arg.np_dtype, arg.dtype))
         return _keep_aligned(arg, self._handle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar))
 
     def create_reshape(self, arg: Any, shape: list[int], allow_reorder: bool) -> Any:
@@ -619,6 +813,26 @@ class BatchedBuilder:
         ip = _interp()
         dtype_tt = ptrs.get_element_ty()
         dtype_np = ip._get_np_dtype(dtype_tt)
+        a = _aff(ptrs)
+        run = self.run
+        if a is not None and run is not None and run.memory is not None:
+            found_a = _affine_access(run.memory, a, np.dtype(dtype_np))
+            if found_a is not None:
+                kind, where = found_a
+                block = where if kind != "index" else None
+                extra = [x.data for x in (mask, other) if x is not None]
+                top = max([len(a[2]) + 1] + [x.ndim for x in extra])
+                extra = _align_raw([np.empty((1,) * (len(a[2]) + 1))] + extra)[1:]
+                shape = np.broadcast_shapes((a[0].shape[0],) + a[2], *(x.shape for x in extra))
+                if len(shape) == top:
+                    m = np.broadcast_to(extra[0], shape) if mask is not None else None
+                    o = np.broadcast_to(extra[-1], shape) if other is not None else None
+                    values = block if block is not None else _taken(run.memory, where, a, dtype_np)
+                    if m is not None and not m.all():
+                        data = np.where(m, values, o if o is not None else np.zeros((), dtype_np))
+                    else:
+                        data = np.array(np.broadcast_to(values, shape))
+                    return self._handle(data, dtype_tt)
         arrays = _align_raw([ptrs.data] + ([mask.data] if mask is not None else [])
                             + ([other.data] if other is not None else []))
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
@@ -641,6 +855,26 @@ class BatchedBuilder:
 
     def create_masked_store(self, ptrs: Any, value: Any, mask: Any, cache_policy: Any) -> Any:
         ip = _interp()
+        a = _aff(ptrs)
+        run = self.run
+        if a is not None and run is not None and run.memory is not None:
+            found_a = _affine_access(run.memory, a, value.data.dtype)
+            if found_a is not None and found_a[0] == "strided":
+                region = found_a[1]
+                extra = [value.data] + ([mask.data] if mask is not None else [])
+                if max(x.ndim for x in extra) <= len(a[2]) + 1:
+                    extra = _align_raw([region] + extra)[1:]
+                    shape = np.broadcast_shapes(region.shape, *(x.shape for x in extra))
+                    if shape == region.shape:  # each lane one element, written once
+                        if run.undo_free:
+                            run.irreversible = True
+                        else:
+                            run.undo.append(partial(np.copyto, region, region.copy()))
+                        if mask is None:
+                            np.copyto(region, extra[0], casting="no")
+                        else:
+                            np.copyto(region, extra[0], casting="no", where=extra[1])
+                        return None
         arrays = _align_raw([ptrs.data, value.data] + ([mask.data] if mask is not None else []))
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         p = np.broadcast_to(arrays[0], shape)
@@ -669,6 +903,13 @@ class BatchedBuilder:
 
     def create_print(self, *args: Any) -> Any:
         raise BatchedFallback("unsupported op device_print (output per instance): exact interpreter")
+
+
+def _taken(memory: _Memory, idx: np.ndarray, aff: Any, dtype: Any) -> np.ndarray:
+    """The elements at indices `idx` of the storage the formula pointer `aff` lies in."""
+    base, strides, shape = aff
+    i = bisect.bisect_right(memory.starts, _affine_extent(aff)[0]) - 1
+    return memory._view(i, np.dtype(dtype)).take(idx)
 
 
 def _align_raw(arrays: list[np.ndarray]) -> list[np.ndarray]:
