@@ -508,6 +508,13 @@ def _uniform(base: np.ndarray) -> int | None:
     return None
 
 
+# lhs - rhs against 0, per signed comparison
+_SIGNED_TESTS: dict[str, Callable[[int], bool]] = {
+    "create_icmpSLT": lambda d: d < 0, "create_icmpSLE": lambda d: d <= 0,
+    "create_icmpSGT": lambda d: d > 0, "create_icmpSGE": lambda d: d >= 0,
+}
+
+
 def _strided_ok(steps: list[tuple[int, int]]) -> bool:
     """Whether (element stride, length) axes address each element at most once."""
     reach = 0
@@ -672,6 +679,31 @@ class BatchedBuilder:
                 if c is not None:
                     return self._affine(x[0] * c, tuple(st * c for st in x[1]), x[2], h.np_dtype, h.dtype)
         return _elementwise(self._base, "create_mul", lhs, rhs)
+
+    def _compare(self, name: str, lhs: Any, rhs: Any) -> Any:
+        """A signed comparison of two formulas that comes out the same in every lane (a block's mask
+        away from the edge): a constant, without forming either side."""
+        a, b = _aff(lhs), _aff(rhs)
+        if a is not None and b is not None and a[2] == b[2] and lhs.np_dtype == rhs.np_dtype \
+                and lhs.np_dtype in _AFFINE_INTS and _fits(a, lhs.np_dtype) and _fits(b, rhs.np_dtype):
+            lo, hi = _affine_extent((a[0] - b[0], tuple(x - y for x, y in zip(a[1], b[1])), a[2]))
+            test = _SIGNED_TESTS[name]
+            if test(lo) == test(hi):  # the difference is monotone between its extremes
+                n = max(a[0].shape[0], b[0].shape[0])
+                return self._handle(np.broadcast_to(np.bool_(test(lo)), (n,) + a[2]), _tl().int1)
+        return _elementwise(self._base, name, lhs, rhs)
+
+    def create_icmpSLT(self, lhs: Any, rhs: Any) -> Any:
+        return self._compare("create_icmpSLT", lhs, rhs)
+
+    def create_icmpSLE(self, lhs: Any, rhs: Any) -> Any:
+        return self._compare("create_icmpSLE", lhs, rhs)
+
+    def create_icmpSGT(self, lhs: Any, rhs: Any) -> Any:
+        return self._compare("create_icmpSGT", lhs, rhs)
+
+    def create_icmpSGE(self, lhs: Any, rhs: Any) -> Any:
+        return self._compare("create_icmpSGE", lhs, rhs)
 
     def create_int_cast(self, src: Any, dst_type: Any, is_signed: bool) -> Any:
         a = _aff(src)
@@ -859,6 +891,24 @@ class BatchedBuilder:
         run = self.run
         if a is not None and run is not None and run.memory is not None:
             found_a = _affine_access(run.memory, a, value.data.dtype)
+            if found_a is not None and found_a[0] == "index":  # scattered rows: by index, as below
+                idx = found_a[1]
+                arrays = _align_raw([idx, value.data] + ([mask.data] if mask is not None else []))
+                if arrays[0].ndim == idx.ndim:
+                    shape = np.broadcast_shapes(*(x.shape for x in arrays))
+                    idx = np.broadcast_to(idx, shape)
+                    v = np.broadcast_to(arrays[1], shape)
+                    m = np.broadcast_to(arrays[2], shape) if mask is not None else None
+                    view = memory_view = run.memory._view(
+                        bisect.bisect_right(run.memory.starts, _affine_extent(a)[0]) - 1, v.dtype)
+                    if m is not None and not m.all():
+                        idx, v = idx[m], v[m]
+                    if run.undo_free:
+                        run.irreversible = True
+                    else:
+                        run.undo.append(partial(_put, memory_view, idx, view.take(idx)))
+                    view[idx] = v
+                    return None
             if found_a is not None and found_a[0] == "strided":
                 region = found_a[1]
                 extra = [value.data] + ([mask.data] if mask is not None else [])
