@@ -690,6 +690,7 @@ class BatchedBuilder:
             test = _SIGNED_TESTS[name]
             if test(lo) == test(hi):  # the difference is monotone between its extremes
                 n = max(a[0].shape[0], b[0].shape[0])
+                STATS["constant_compares"] += 1
                 return self._handle(np.broadcast_to(np.bool_(test(lo)), (n,) + a[2]), _tl().int1)
         return _elementwise(self._base, name, lhs, rhs)
 
@@ -860,6 +861,7 @@ class BatchedBuilder:
                     m = np.broadcast_to(extra[0], shape) if mask is not None else None
                     o = np.broadcast_to(extra[-1], shape) if other is not None else None
                     values = block if block is not None else _taken(run.memory, where, a, dtype_np)
+                    STATS["formula_loads"] += 1
                     if m is not None and not m.all():
                         data = np.where(m, values, o if o is not None else np.zeros((), dtype_np))
                     else:
@@ -899,15 +901,16 @@ class BatchedBuilder:
                     idx = np.broadcast_to(idx, shape)
                     v = np.broadcast_to(arrays[1], shape)
                     m = np.broadcast_to(arrays[2], shape) if mask is not None else None
-                    view = memory_view = run.memory._view(
+                    view = run.memory._view(
                         bisect.bisect_right(run.memory.starts, _affine_extent(a)[0]) - 1, v.dtype)
                     if m is not None and not m.all():
                         idx, v = idx[m], v[m]
                     if run.undo_free:
                         run.irreversible = True
                     else:
-                        run.undo.append(partial(_put, memory_view, idx, view.take(idx)))
+                        run.undo.append(partial(_put, view, idx, view.take(idx)))
                     view[idx] = v
+                    STATS["formula_stores"] += 1
                     return None
             if found_a is not None and found_a[0] == "strided":
                 region = found_a[1]
@@ -924,6 +927,7 @@ class BatchedBuilder:
                             np.copyto(region, extra[0], casting="no")
                         else:
                             np.copyto(region, extra[0], casting="no", where=extra[1])
+                        STATS["formula_stores"] += 1
                         return None
         arrays = _align_raw([ptrs.data, value.data] + ([mask.data] if mask is not None else []))
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
@@ -1582,7 +1586,9 @@ class _Engine:
 _ENGINE: list[_Engine] = []
 _COORDS: dict[tuple[int, int, int], np.ndarray] = {}
 # groups run through the language front end, and replayed from a tape (the tests read these)
-STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0}
+STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0,
+         # loads and stores served from a formula pointer, and comparisons that were constants
+         "formula_loads": 0, "formula_stores": 0, "constant_compares": 0}
 _UNTAPED: dict[Any, str] = {}
 # tapes by specialization: (function, argument kinds) -> one tape per path taken through the kernel
 _TAPES: dict[tuple[Any, ...], list[_Tape]] = {}

@@ -1,0 +1,146 @@
+"""Index arithmetic kept as formulas in the batched execution: the same bits as the exact interpreter.
+
+Offsets and pointers of the form base + stride * index are not formed as address arrays: a load or
+store through them reads or writes a strided view of the storage (evenly spaced instances) or indexes
+it (scattered rows), and a mask that is the same in every lane is a constant. Each kernel here runs
+through the route's exact interpreter and through the batched executor on equal inputs, and the
+outputs must be equal bit for bit; the counters say the formula path served the launch, where it can,
+and the edges it must leave to the address path (lanes outside the storage, lanes that write one
+element twice, values that wrap) still give the interpreter's result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from cudashim.triton_route import batched, interpreter
+
+
+@triton.jit
+def reverse_rows_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-7.0)
+    # written backwards: a negative stride along the block
+    tl.store(out_ptr + row * stride + (n_cols - 1 - cols), x * 2.0, mask=mask)
+
+
+@triton.jit
+def tail_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=1.5) + 1.0, mask=mask)
+
+
+@triton.jit
+def same_target_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    # every instance writes the same elements: the last instance's values stay, as in program order
+    tl.store(out_ptr + cols, tl.load(x_ptr + row * BLOCK + cols))
+
+
+@triton.jit
+def scatter_rows_kernel(idx_ptr, x_ptr, out_ptr, D: tl.constexpr):
+    pid = tl.program_id(0)
+    dst = tl.load(idx_ptr + pid)
+    cols = tl.arange(0, D)
+    tl.store(out_ptr + dst * D + cols, tl.load(x_ptr + pid * D + cols))
+
+
+@triton.jit
+def tile_2d_kernel(x_ptr, out_ptr, M, N, stride_m, stride_n, BM: tl.constexpr, BN: tl.constexpr):
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(x_ptr + rm[:, None].to(tl.int64) * stride_m + rn[None, :] * stride_n, mask=mask, other=0.0)
+    # the transpose, written through swapped strides
+    tl.store(out_ptr + rn[None, :] * M + rm[:, None], x, mask=mask)
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _run(fn: Any, grid: tuple[int, ...], args: list[Any], **constexprs: Any) -> tuple[list[Any], list[Any]]:
+    import inspect
+
+    def bound(values: list[Any]) -> dict[str, Any]:
+        b = inspect.signature(fn.fn).bind(*values, **constexprs)
+        b.apply_defaults()
+        return dict(b.arguments)
+
+    grid3 = tuple(grid) + (1,) * (3 - len(grid))
+    exact = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    interpreter.execute(fn, (), bound(exact), grid3, None)
+    fast = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    assert batched.execute(fn, bound(fast), grid3) is None
+    for x, y in zip(exact, fast):
+        if isinstance(x, torch.Tensor):
+            assert torch.equal(x.view(torch.uint8), y.view(torch.uint8)), (x, y)
+    return exact, fast
+
+
+@pytest.fixture()
+def counts() -> Any:
+    before = dict(batched.STATS)
+    return lambda key: batched.STATS[key] - before[key]
+
+
+def test_strided_rows_negative_stride_and_constant_mask(counts: Any) -> None:
+    x = torch.randn(6, 64, generator=_gen(1))
+    _, (_, out, *_) = _run(reverse_rows_kernel, (6,), [x, torch.zeros(6, 64), 64, 64], BLOCK=64)
+    assert torch.equal(out, (x * 2.0).flip(1))
+    assert counts("formula_loads") == 1 and counts("formula_stores") == 1
+    assert counts("constant_compares") == 1  # 64 columns, a block of 64: the mask is all true
+
+
+def test_masked_tail_leaving_the_storage(counts: Any) -> None:
+    x = torch.randn(1000, generator=_gen(2))
+    _, (_, out, _) = _run(tail_kernel, (4,), [x, torch.zeros(1000), 1000], BLOCK=256)
+    assert torch.equal(out, x + 1.0)
+    assert counts("formula_loads") == 0  # the last block's masked lanes lie past the storage: by address
+
+
+def test_masked_lanes_inside_the_storage_get_other(counts: Any) -> None:
+    x = torch.randn(1024, generator=_gen(3))
+    out = torch.zeros(1024)
+    _run(tail_kernel, (4,), [x, out, 1000], BLOCK=256)
+    assert counts("formula_loads") == 1 and counts("formula_stores") == 1
+
+
+def test_instances_writing_the_same_elements(counts: Any) -> None:
+    x = torch.randn(5 * 32, generator=_gen(4))
+    _, (_, out) = _run(same_target_kernel, (5,), [x, torch.zeros(32)], BLOCK=32)
+    assert torch.equal(out, x[-32:])
+    assert counts("formula_stores") == 0  # one element written by several lanes: by address, in order
+
+
+def test_scattered_rows_with_repeated_targets(counts: Any) -> None:
+    idx = torch.tensor([3, 0, 3, 5, 1, 0])
+    x = torch.randn(6, 16, generator=_gen(5))
+    _, (_, _, out) = _run(scatter_rows_kernel, (6,), [idx, x, torch.zeros(8, 16)], D=16)
+    assert torch.equal(out[3], x[2]) and torch.equal(out[0], x[5])
+    assert counts("formula_stores") == 1
+
+
+def test_two_axis_tiles(counts: Any) -> None:
+    x = torch.randn(64, 96, generator=_gen(6))
+    _, (_, out, *_) = _run(tile_2d_kernel, (4, 3), [x, torch.zeros(96 * 64), 64, 96, 96, 1], BM=16, BN=32)
+    assert torch.equal(out.view(96, 64), x.t())
+    # tiles of a 2-D grid are not evenly spaced in launch order: indexed, not one view
+    assert counts("formula_loads") == 1 and counts("formula_stores") == 1 and counts("constant_compares") == 2
+
+
+def test_two_axis_tiles_with_edges(counts: Any) -> None:
+    x = torch.randn(50, 70, generator=_gen(6))
+    _, (_, out, *_) = _run(tile_2d_kernel, (4, 3), [x, torch.zeros(70 * 50), 50, 70, 70, 1], BM=16, BN=32)
+    assert torch.equal(out.view(70, 50), x.t())
