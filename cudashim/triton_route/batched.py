@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import inspect
+import math
 import threading
 from dataclasses import dataclass, field
 from functools import partial
@@ -489,7 +490,10 @@ def _form(aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]], np_dtype: np
 
 def _affine_extent(aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]) -> tuple[int, int]:
     base, strides, shape = aff
-    lo, hi = int(base.min()), int(base.max())
+    if base.shape[0] == 1:
+        lo = hi = int(base[0])
+    else:
+        lo, hi = int(base.min()), int(base.max())
     for st, n in zip(strides, shape):
         span = st * (n - 1)
         lo, hi = lo + min(0, span), hi + max(0, span)
@@ -649,7 +653,7 @@ class BatchedBuilder:
                 dtype: Any) -> Any:
         run = self.run
         if run is not None and shape:
-            per = int(np.prod(shape))
+            per = math.prod(shape)
             if per > run.max_elements:
                 run.max_elements = per
         return _affine_class()(base, strides, shape, np.dtype(np_dtype), dtype)
