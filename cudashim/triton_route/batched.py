@@ -529,18 +529,24 @@ def _strided_ok(steps: list[tuple[int, int]]) -> bool:
     return True
 
 
-def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, np.ndarray] | None:
-    """Where a formula pointer block lies wholly inside one argument storage: ("strided", a view of
-    the storage with the block's shape) when instances are evenly spaced, else ("index", element
-    indices); None when any lane (masked or not) leaves the storage."""
+def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any] | None:
+    """How to reach the elements of a formula pointer block in one argument storage:
+    ("strided", a view of the storage with the block's shape) when instances are evenly spaced and
+    every lane lies inside; ("shared", such a view) when lanes share elements (read, not written);
+    ("index", element indices) for scattered instances; ("edge", (view, rows, first, end, others,
+    their indices)) when evenly spaced instances [first, end) lie inside and the others have lanes
+    outside, which only a mask may allow; None otherwise (the address path decides)."""
     base, strides, shape = aff
     size = dtype.itemsize
-    lo, hi = _affine_extent(aff)
-    i = bisect.bisect_right(memory.starts, lo) - 1
+    if not memory.starts:
+        return None
+    lane_lo = sum(min(0, st * (n - 1)) for st, n in zip(strides, shape))
+    # the storage is the one holding a middle instance's first lane (edge instances may lie outside)
+    i = bisect.bisect_right(memory.starts, int(base[base.shape[0] // 2])) - 1
     if i < 0:
         return None
     start = memory.starts[i]
-    if hi + size > start + memory.sizes[i] or start % size or any(st % size for st in strides):
+    if start % size or any(st % size for st in strides):
         return None
     rel = base - start
     if (rel % size).any():
@@ -549,16 +555,33 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, np.
     steps = [st // size for st in strides]
     view = memory._view(i, dtype)
     nb = rel.shape[0]
+    lo, hi = _affine_extent((rel, tuple(steps), shape))
+    inside = lo >= 0 and hi < view.shape[0]
     step = int(rel[1] - rel[0]) if nb > 1 else 0
-    if nb == 1 or bool((np.diff(rel) == step).all()):
+    even = nb == 1 or bool((np.diff(rel) == step).all())
+    if not inside:
+        if not even or nb == 1:
+            return None
+        elo = lane_lo // size
+        ehi = _affine_extent((rel[:1], tuple(steps), shape))[1] - int(rel[0])
+        rows = np.flatnonzero((rel + elo >= 0) & (rel + ehi < view.shape[0]))
+        if rows.size == 0 or int(rows[-1]) - int(rows[0]) + 1 != rows.size:
+            return None
+        first, end = int(rows[0]), int(rows[-1]) + 1
+        region = np.lib.stride_tricks.as_strided(view[int(rel[first]):], shape=(end - first,) + shape,
+                                                 strides=(step * size,) + tuple(st * size for st in steps))
+        others = np.concatenate([np.arange(first), np.arange(end, nb)])
+        writable = _strided_ok([(step, nb)] + list(zip(steps, shape)))
+        return "edge", (view, region, first, end, others, _form((rel[others], tuple(steps), shape),
+                                                                np.dtype(np.int64)), writable, rel, steps)
+    if even:
         first = int(rel[0])
         region = np.lib.stride_tricks.as_strided(view[first:], shape=(nb,) + shape,
                                                  strides=(step * size,) + tuple(st * size for st in steps))
         if _strided_ok([(step, nb)] + list(zip(steps, shape))):
             return "strided", region
-        return "shared", region  # lanes share elements: readable as a view, written address by address
-    idx = _form((rel, tuple(steps), shape), np.dtype(np.int64))
-    return "index", idx
+        return "shared", (region, view, rel, steps)  # lanes share elements: written by index
+    return "index", (view, _form((rel, tuple(steps), shape), np.dtype(np.int64)))
 
 
 def _extent(data: np.ndarray) -> tuple[int, int]:
@@ -856,7 +879,6 @@ class BatchedBuilder:
             found_a = _affine_access(run.memory, a, np.dtype(dtype_np))
             if found_a is not None:
                 kind, where = found_a
-                block = where if kind != "index" else None
                 extra = [x.data for x in (mask, other) if x is not None]
                 top = max([len(a[2]) + 1] + [x.ndim for x in extra])
                 extra = _align_raw([np.empty((1,) * (len(a[2]) + 1))] + extra)[1:]
@@ -864,13 +886,14 @@ class BatchedBuilder:
                 if len(shape) == top:
                     m = np.broadcast_to(extra[0], shape) if mask is not None else None
                     o = np.broadcast_to(extra[-1], shape) if other is not None else None
-                    values = block if block is not None else _taken(run.memory, where, a, dtype_np)
-                    STATS["formula_loads"] += 1
-                    if m is not None and not m.all():
-                        data = np.where(m, values, o if o is not None else np.zeros((), dtype_np))
-                    else:
-                        data = np.array(np.broadcast_to(values, shape))
-                    return self._handle(data, dtype_tt)
+                    values = _formula_values(kind, where, m, shape, np.dtype(dtype_np))
+                    if values is not None:
+                        STATS["formula_loads"] += 1
+                        if m is not None and not m.all():
+                            data = np.where(m, values, o if o is not None else np.zeros((), dtype_np))
+                        else:
+                            data = np.array(np.broadcast_to(values, shape))
+                        return self._handle(data, dtype_tt)
         arrays = _align_raw([ptrs.data] + ([mask.data] if mask is not None else [])
                             + ([other.data] if other is not None else []))
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
@@ -897,25 +920,33 @@ class BatchedBuilder:
         run = self.run
         if a is not None and run is not None and run.memory is not None:
             found_a = _affine_access(run.memory, a, value.data.dtype)
-            if found_a is not None and found_a[0] == "index":  # scattered rows: by index, as below
-                idx = found_a[1]
+            if found_a is not None and found_a[0] == "edge":
+                if self._edge_store(found_a[1], a, value, mask):
+                    STATS["formula_stores"] += 1
+                    return None
+                view, rel, steps = found_a[1][0], found_a[1][7], found_a[1][8]
+                found_a = ("edge_index", (view, _form((rel, tuple(steps), a[2]), np.dtype(np.int64))))
+            elif found_a is not None and found_a[0] == "shared":
+                _, view, rel, steps = found_a[1]
+                found_a = ("index", (view, _form((rel, tuple(steps), a[2]), np.dtype(np.int64))))
+            if found_a is not None and found_a[0] in ("index", "edge_index"):  # by index, as below
+                view, idx = found_a[1]
                 arrays = _align_raw([idx, value.data] + ([mask.data] if mask is not None else []))
                 if arrays[0].ndim == idx.ndim:
                     shape = np.broadcast_shapes(*(x.shape for x in arrays))
                     idx = np.broadcast_to(idx, shape)
                     v = np.broadcast_to(arrays[1], shape)
                     m = np.broadcast_to(arrays[2], shape) if mask is not None else None
-                    view = run.memory._view(
-                        bisect.bisect_right(run.memory.starts, _affine_extent(a)[0]) - 1, v.dtype)
                     if m is not None and not m.all():
                         idx, v = idx[m], v[m]
-                    if run.undo_free:
-                        run.irreversible = True
-                    else:
-                        run.undo.append(partial(_put, view, idx, view.take(idx)))
-                    view[idx] = v
-                    STATS["formula_stores"] += 1
-                    return None
+                    if found_a[0] == "index" or not (np.asarray(idx).view(np.uint64) >= view.shape[0]).any():
+                        if run.undo_free:
+                            run.irreversible = True
+                        else:
+                            run.undo.append(partial(_put, view, idx, view.take(idx)))
+                        view[idx] = v
+                        STATS["formula_stores"] += 1
+                        return None
             if found_a is not None and found_a[0] == "strided":
                 region = found_a[1]
                 extra = [value.data] + ([mask.data] if mask is not None else [])
@@ -957,17 +988,62 @@ class BatchedBuilder:
             run.undo.append(partial(ip._interpreter.store, p, old, m))
         return ip._interpreter.store(p, v, m)
 
+    def _edge_store(self, edge: Any, aff: Any, value: Any, mask: Any) -> bool:
+        """A store through evenly spaced rows of which the ones at the storage's edge have lanes outside
+        it: the inner rows as one view, the edge rows by index; False (nothing written) when a lane
+        outside is not masked off."""
+        run = self.run
+        assert run is not None
+        view, region, first, end, others, idx, writable = edge[:7]
+        if not writable or mask is None or value.data.dtype != view.dtype:
+            return False
+        full = (aff[0].shape[0],) + aff[2]
+        v, m = _align_raw([region, value.data, mask.data])[1:]
+        try:
+            v, m = np.broadcast_to(v, full), np.broadcast_to(m, full)
+        except ValueError:
+            return False
+        m_out, v_out = m[others], v[others]
+        inside = (idx >= 0) & (idx < view.shape[0])
+        if (m_out & ~inside).any():
+            return False
+        idx, v_out = idx[m_out], v_out[m_out]
+        if run.undo_free:
+            run.irreversible = True
+        else:
+            run.undo.append(partial(np.copyto, region, region.copy()))
+            run.undo.append(partial(_put, view, idx, view.take(idx)))
+        np.copyto(region, v[first:end], casting="no", where=m[first:end])
+        view[idx] = v_out
+        return True
+
     # -- what cannot be batched ---------------------------------------------------------------------
 
     def create_print(self, *args: Any) -> Any:
         raise BatchedFallback("unsupported op device_print (output per instance): exact interpreter")
 
 
-def _taken(memory: _Memory, idx: np.ndarray, aff: Any, dtype: Any) -> np.ndarray:
-    """The elements at indices `idx` of the storage the formula pointer `aff` lies in."""
-    base, strides, shape = aff
-    i = bisect.bisect_right(memory.starts, _affine_extent(aff)[0]) - 1
-    return memory._view(i, np.dtype(dtype)).take(idx)
+def _formula_values(kind: str, where: Any, m: np.ndarray | None, shape: tuple[int, ...],
+                    dtype: np.dtype) -> np.ndarray | None:
+    """The elements a formula load reads (lanes masked off: any value), or None where a lane outside
+    the storage is not masked off."""
+    if kind == "strided":
+        return where
+    if kind == "shared":
+        return where[0]
+    if kind == "index":
+        view, idx = where
+        return view.take(idx)
+    view, region, first, end, others, idx = where[:6]
+    if m is None or shape[0] != region.shape[0] + others.shape[0]:
+        return None
+    inside = (idx >= 0) & (idx < view.shape[0])
+    if (m[others] & ~inside).any():
+        return None
+    values = np.empty((shape[0],) + region.shape[1:], dtype)
+    values[first:end] = region
+    values[others] = view.take(idx, mode="clip")
+    return values
 
 
 def _align_raw(arrays: list[np.ndarray]) -> list[np.ndarray]:

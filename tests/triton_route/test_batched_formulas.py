@@ -107,7 +107,17 @@ def test_masked_tail_leaving_the_storage(counts: Any) -> None:
     x = torch.randn(1000, generator=_gen(2))
     _, (_, out, _) = _run(tail_kernel, (4,), [x, torch.zeros(1000), 1000], BLOCK=256)
     assert torch.equal(out, x + 1.0)
-    assert counts("formula_loads") == 0  # the last block's masked lanes lie past the storage: by address
+    # the last block's masked lanes lie past the storage: the inner blocks as one view, that one by index
+    assert counts("formula_loads") == 1 and counts("formula_stores") == 1
+
+
+def test_rows_with_lanes_past_the_storage_edge(counts: Any) -> None:
+    # 781 columns in blocks of 1024: every row's masked lanes run into the next row, the last row's
+    # past the storage; instances whose lanes stay inside are read and written as one view
+    x = torch.randn(5, 781, generator=_gen(8))
+    _, (_, out, *_) = _run(reverse_rows_kernel, (5,), [x, torch.zeros(5, 781), 781, 781], BLOCK=1024)
+    assert torch.equal(out, (x * 2.0).flip(1))
+    assert counts("formula_loads") == 1 and counts("formula_stores") == 1
 
 
 def test_masked_lanes_inside_the_storage_get_other(counts: Any) -> None:
