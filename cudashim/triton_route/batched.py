@@ -21,6 +21,12 @@ A launch is traced once per specialization (the front end's Python runs, every o
 later launches replay the tape: the same numpy calls, each Python-level decision checked to come out
 the same, a group undone and traced again where one does not.
 
+Offsets and pointers of the form base + stride * index (program id times a block size plus `tl.arange`,
+times a row stride...) are kept as that formula: a load or store through one is a strided view of the
+argument's storage (or an index into it) rather than address-by-address arithmetic, and a mask whose
+comparison has one outcome in every lane is a constant. The formula is exact integer arithmetic; where a
+value could leave its type's range, or a lane the storage, the interpreter's own operation decides.
+
 `execute` is the Triton route's executor (launch.add_executor); `run_batched` the same without the
 route's interpreter fixes. Each returns None when it ran the launch, or the reason it did not, having
 left memory as it found it; the route then runs the exact interpreter.
@@ -720,6 +726,15 @@ class BatchedBuilder:
                 STATS["constant_compares"] += 1
                 return self._handle(np.broadcast_to(np.bool_(test(lo)), (n,) + a[2]), _tl().int1)
         return _elementwise(self._base, name, lhs, rhs)
+
+    def create_select(self, cond: Any, lhs: Any, rhs: Any) -> Any:
+        c = cond.data
+        if c.size and not any(c.strides) and lhs.data.dtype == rhs.data.dtype:  # one outcome in every lane
+            arrays = _align_raw([c, lhs.data, rhs.data])
+            shape = np.broadcast_shapes(*(x.shape for x in arrays))
+            STATS["constant_selects"] += 1
+            return self._handle(np.broadcast_to(arrays[1] if c.flat[0] else arrays[2], shape), lhs.dtype.scalar)
+        return _elementwise(self._base, "create_select", cond, lhs, rhs)
 
     def create_icmpSLT(self, lhs: Any, rhs: Any) -> Any:
         return self._compare("create_icmpSLT", lhs, rhs)
@@ -1668,7 +1683,7 @@ _COORDS: dict[tuple[int, int, int], np.ndarray] = {}
 # groups run through the language front end, and replayed from a tape (the tests read these)
 STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0,
          # loads and stores served from a formula pointer, and comparisons that were constants
-         "formula_loads": 0, "formula_stores": 0, "constant_compares": 0}
+         "formula_loads": 0, "formula_stores": 0, "constant_compares": 0, "constant_selects": 0}
 _UNTAPED: dict[Any, str] = {}
 # tapes by specialization: (function, argument kinds) -> one tape per path taken through the kernel
 _TAPES: dict[tuple[Any, ...], list[_Tape]] = {}

@@ -66,6 +66,14 @@ def tile_2d_kernel(x_ptr, out_ptr, M, N, stride_m, stride_n, BM: tl.constexpr, B
     tl.store(out_ptr + rn[None, :] * M + rm[:, None], x, mask=mask)
 
 
+@triton.jit
+def where_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * BLOCK + cols)
+    tl.store(out_ptr + row * BLOCK + cols, tl.where(cols < n, x - 1.0, 0.5))
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -154,3 +162,11 @@ def test_two_axis_tiles_with_edges(counts: Any) -> None:
     x = torch.randn(50, 70, generator=_gen(6))
     _, (_, out, *_) = _run(tile_2d_kernel, (4, 3), [x, torch.zeros(70 * 50), 50, 70, 70, 1], BM=16, BN=32)
     assert torch.equal(out.view(70, 50), x.t())
+
+
+@pytest.mark.parametrize("n", [32, 0, 20])
+def test_select_on_a_constant_condition(counts: Any, n: int) -> None:
+    x = torch.randn(3, 32, generator=_gen(9))
+    _, (_, out, _) = _run(where_kernel, (3,), [x, torch.zeros(3, 32), n], BLOCK=32)
+    assert torch.equal(out, torch.where(torch.arange(32) < n, x - 1.0, torch.tensor(0.5)))
+    assert counts("constant_selects") == (0 if n == 20 else 1)  # all lanes, no lane, some lanes
