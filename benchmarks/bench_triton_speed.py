@@ -10,7 +10,8 @@ corpus, no kernel slower than the interpreter.
 
     python benchmarks/bench_triton_speed.py [--reps 5] [--only NAME,...]
 
-Times are this process's CPU time, the minimum over the repetitions (one thread for torch too): the host is
+Times are this process's CPU time, the minimum over the repetitions (one thread for torch and for numpy's
+BLAS too, OPENBLAS_NUM_THREADS=1 unless set): the host is
 shared, and wall-clock time counts other programs' turns on its cores into whichever side was running. Results:
 benchmarks/results/triton_speed.json (and triton_speed_nano_vllm.json for --nano-vllm).
 """
@@ -432,8 +433,14 @@ def main() -> None:
     from cudashim import triton_route
 
     if triton_route.installed() != "cpu":  # the Triton route exists under the shim: run there
+        import os
+
+        # numpy's BLAS (the interpreters' tl.dot) on one thread, as torch: its idle threads spin, and on a
+        # shared host that CPU time is contention, not work
+        env = dict(os.environ)
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
         raise SystemExit(subprocess.call([sys.executable, "-m", "cudashim", "run", "--platform", "cpu",
-                                          str(Path(__file__).resolve()), *sys.argv[1:]]))
+                                          str(Path(__file__).resolve()), *sys.argv[1:]], env=env))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", default="", help="comma-separated kernel names")
