@@ -31,9 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 def _child(reps: int) -> None:
     import torch
 
-    sys.path.insert(0, str(REPO / "tests" / "triton_route"))
-    import tutorial_kernels as tut
-
     from cudashim.triton_route import add_executor, interpreter, remove_executor
 
     torch.set_num_threads(1)
@@ -44,16 +41,35 @@ def _child(reps: int) -> None:
         return torch.randn(*shape, generator=g).to(dtype).to(D)
 
     cases: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {}
+    # the patterns of Triton's tutorials, as pinned libraries ship them (tests/triton_route/test_corpus.py)
+    from fla.modules.causal_conv1d.backends.triton_ascend import _launch_add
+    from fla.ops.utils.matmul import matmul
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+    from trinix.kernels.layernorm_kernel import TritonLayerNormFunction
+
     x, y = r(4096), r(4096)
-    cases["tutorial vector add (4096)"] = (lambda: tut.add(x, y), lambda: x + y)
+    cases["fla vector add (4096)"] = (lambda: _launch_add(x, y), lambda: x + y)
     s = r(64, 256)
-    cases["tutorial fused softmax (64x256)"] = (lambda: tut.softmax(s), lambda: torch.softmax(s, 1))
+    cases["liger fused softmax fwd (64x256)"] = (lambda: LigerSoftmaxFunction.apply(s), lambda: torch.softmax(s, 1))
     ln_x, ln_w, ln_b = r(32, 256), r(256), r(256)
-    cases["tutorial layer norm fwd (32x256)"] = (lambda: tut.layer_norm(ln_x, (256,), ln_w, ln_b, 1e-5),
-                                                lambda: torch.nn.functional.layer_norm(ln_x, (256,), ln_w, ln_b, 1e-5))
+    cases["trinix layer norm fwd (32x256)"] = (lambda: TritonLayerNormFunction.apply(ln_x, ln_w, ln_b, 1e-5),
+                                              lambda: torch.nn.functional.layer_norm(ln_x, (256,), ln_w, ln_b, 1e-5))
+    ln_dy = r(32, 256)
+
+    def ln_bwd(fn: Callable[..., torch.Tensor]) -> Callable[[], Any]:
+        def run() -> Any:
+            xs, ws, bs = (t.detach().requires_grad_() for t in (ln_x, ln_w, ln_b))
+            fn(xs, ws, bs).backward(ln_dy)
+            return xs.grad, ws.grad, bs.grad
+        return run
+
+    # the backward's partial dW/dB are added under the tutorial's GROUP_SIZE_M spin lock
+    cases["trinix layer norm fwd+bwd (32x256)"] = (
+        ln_bwd(lambda a, w, b: TritonLayerNormFunction.apply(a, w, b, 1e-5)),
+        ln_bwd(lambda a, w, b: torch.nn.functional.layer_norm(a, (256,), w, b, 1e-5)))
     ma, mb = r(128, 128, dtype=torch.float16), r(128, 128, dtype=torch.float16)
-    cases["tutorial matmul + leaky_relu (128^3 fp16)"] = (
-        lambda: tut.matmul(ma, mb, "leaky_relu"), lambda: torch.nn.functional.leaky_relu(ma @ mb, 0.01))
+    cases["fla matmul + leaky_relu (128^3 fp16)"] = (
+        lambda: matmul(ma, mb, "leaky_relu"), lambda: torch.nn.functional.leaky_relu(ma @ mb, 0.01))
 
     from liger_kernel.ops.cross_entropy import cross_entropy_forward
     from liger_kernel.ops.rms_norm import rms_norm_forward
