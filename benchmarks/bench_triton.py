@@ -3,7 +3,8 @@ Triton's stock interpreter, in one run; and nano-vllm's decode-step KV store on 
 and without the storage copy.
 
 One child under `cudashim run --platform cpu` times, per kernel (minimum of --reps after a warm-up):
-  route     kernel[grid](...) as the program launches it: the route's in-place interpreter
+  route     kernel[grid](...) as the program launches it: the route's batched execution, in place (the
+            in-place interpreter where it declines)
   torch     the same computation with torch operators on the device
   stock     the same launch through Triton's own GridExecutor, which copies every argument's whole
             storage to the host and back (the route's gap fixes stay on, so it computes the same thing:
@@ -31,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 def _child(reps: int) -> None:
     import torch
 
+    from cudashim.triton_route import _batched as route_batched
     from cudashim.triton_route import add_executor, interpreter, remove_executor
 
     torch.set_num_threads(1)
@@ -164,11 +166,14 @@ def _child(reps: int) -> None:
     for name, (route_fn, torch_fn) in cases.items():
         t_torch = best(torch_fn)
         t_route = best(route_fn)
+        # the route's own executors run first (first added, first tried): stock alone stands in for them
+        remove_executor("batched")
         add_executor("stock", stock)
         try:
             t_stock = best(route_fn)
         finally:
             remove_executor("stock")
+            add_executor("batched", route_batched)
         rows.append([name, t_route, t_torch, t_stock])
         print(f"{name:50s} route {t_route * 1e3:9.2f} ms  torch {t_torch * 1e3:8.3f} ms  stock {t_stock * 1e3:9.2f} ms",
               file=sys.stderr)
