@@ -3,7 +3,8 @@ Triton's stock interpreter, in one run; and nano-vllm's decode-step KV store on 
 and without the storage copy.
 
 One child under `cudashim run --platform cpu` times, per kernel (minimum of --reps after a warm-up):
-  route     kernel[grid](...) as the program launches it: the route's in-place interpreter
+  route     kernel[grid](...) as the program launches it: the route's batched execution, in place (the
+            in-place interpreter where it declines)
   torch     the same computation with torch operators on the device
   stock     the same launch through Triton's own GridExecutor, which copies every argument's whole
             storage to the host and back (the route's gap fixes stay on, so it computes the same thing:
@@ -31,9 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 def _child(reps: int) -> None:
     import torch
 
-    sys.path.insert(0, str(REPO / "tests" / "triton_route"))
-    import tutorial_kernels as tut
-
+    from cudashim.triton_route import _batched as route_batched
     from cudashim.triton_route import add_executor, interpreter, remove_executor
 
     torch.set_num_threads(1)
@@ -44,16 +43,35 @@ def _child(reps: int) -> None:
         return torch.randn(*shape, generator=g).to(dtype).to(D)
 
     cases: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {}
+    # the patterns of Triton's tutorials, as pinned libraries ship them (tests/triton_route/test_corpus.py)
+    from fla.modules.causal_conv1d.backends.triton_ascend import _launch_add
+    from fla.ops.utils.matmul import matmul
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+    from trinix.kernels.layernorm_kernel import TritonLayerNormFunction
+
     x, y = r(4096), r(4096)
-    cases["tutorial vector add (4096)"] = (lambda: tut.add(x, y), lambda: x + y)
+    cases["fla vector add (4096)"] = (lambda: _launch_add(x, y), lambda: x + y)
     s = r(64, 256)
-    cases["tutorial fused softmax (64x256)"] = (lambda: tut.softmax(s), lambda: torch.softmax(s, 1))
+    cases["liger fused softmax fwd (64x256)"] = (lambda: LigerSoftmaxFunction.apply(s), lambda: torch.softmax(s, 1))
     ln_x, ln_w, ln_b = r(32, 256), r(256), r(256)
-    cases["tutorial layer norm fwd (32x256)"] = (lambda: tut.layer_norm(ln_x, (256,), ln_w, ln_b, 1e-5),
-                                                lambda: torch.nn.functional.layer_norm(ln_x, (256,), ln_w, ln_b, 1e-5))
+    cases["trinix layer norm fwd (32x256)"] = (lambda: TritonLayerNormFunction.apply(ln_x, ln_w, ln_b, 1e-5),
+                                              lambda: torch.nn.functional.layer_norm(ln_x, (256,), ln_w, ln_b, 1e-5))
+    ln_dy = r(32, 256)
+
+    def ln_bwd(fn: Callable[..., torch.Tensor]) -> Callable[[], Any]:
+        def run() -> Any:
+            xs, ws, bs = (t.detach().requires_grad_() for t in (ln_x, ln_w, ln_b))
+            fn(xs, ws, bs).backward(ln_dy)
+            return xs.grad, ws.grad, bs.grad
+        return run
+
+    # the backward's partial dW/dB are added under the tutorial's GROUP_SIZE_M spin lock
+    cases["trinix layer norm fwd+bwd (32x256)"] = (
+        ln_bwd(lambda a, w, b: TritonLayerNormFunction.apply(a, w, b, 1e-5)),
+        ln_bwd(lambda a, w, b: torch.nn.functional.layer_norm(a, (256,), w, b, 1e-5)))
     ma, mb = r(128, 128, dtype=torch.float16), r(128, 128, dtype=torch.float16)
-    cases["tutorial matmul + leaky_relu (128^3 fp16)"] = (
-        lambda: tut.matmul(ma, mb, "leaky_relu"), lambda: torch.nn.functional.leaky_relu(ma @ mb, 0.01))
+    cases["fla matmul + leaky_relu (128^3 fp16)"] = (
+        lambda: matmul(ma, mb, "leaky_relu"), lambda: torch.nn.functional.leaky_relu(ma @ mb, 0.01))
 
     from liger_kernel.ops.cross_entropy import cross_entropy_forward
     from liger_kernel.ops.rms_norm import rms_norm_forward
@@ -148,11 +166,14 @@ def _child(reps: int) -> None:
     for name, (route_fn, torch_fn) in cases.items():
         t_torch = best(torch_fn)
         t_route = best(route_fn)
+        # the route's own executors run first (first added, first tried): stock alone stands in for them
+        remove_executor("batched")
         add_executor("stock", stock)
         try:
             t_stock = best(route_fn)
         finally:
             remove_executor("stock")
+            add_executor("batched", route_batched)
         rows.append([name, t_route, t_torch, t_stock])
         print(f"{name:50s} route {t_route * 1e3:9.2f} ms  torch {t_torch * 1e3:8.3f} ms  stock {t_stock * 1e3:9.2f} ms",
               file=sys.stderr)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "triton_route")]
+sys.path[:0] = [str(REPO)]
 
 import torch  # noqa: E402
 
@@ -96,7 +96,11 @@ def _g(seed: int) -> torch.Generator:
 
 
 def _tutorials() -> list[Case]:
-    import tutorial_kernels as tut  # the Triton route's tutorial corpus (tests/triton_route)
+    # the patterns of Triton's tutorials, as pinned libraries ship them (tests/triton_route/test_corpus.py)
+    from fla.modules.causal_conv1d.backends.triton_ascend import _launch_add
+    from fla.ops.utils.matmul import matmul
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+    from trinix.kernels.layernorm_kernel import TritonLayerNormFunction
 
     def r(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return torch.randn(*shape, generator=_g(seed)).to(dtype).to(DEV)
@@ -111,7 +115,7 @@ def _tutorials() -> list[Case]:
 
     def ln_bwd_tr(s: dict[str, Any]) -> Any:
         x, w, b = (t.detach().clone().requires_grad_() for t in (s["x"], s["w"], s["b"]))
-        tut.layer_norm(x, (1024,), w, b, 1e-5).backward(s["dy"])
+        TritonLayerNormFunction.apply(x, w, b, 1e-5).backward(s["dy"])
         return x.grad, w.grad, b.grad
 
     def ln_bwd_torch(s: dict[str, Any]) -> Any:
@@ -122,18 +126,18 @@ def _tutorials() -> list[Case]:
     def mm_setup() -> dict[str, Any]:
         return {"a": r(256, 256, seed=6, dtype=torch.float16), "b": r(256, 256, seed=7, dtype=torch.float16)}
 
-    src = "tutorial forms (tests/triton_route/tutorial_kernels.py)"
+    fla, liger, trinix = "fla-core==0.6.0", "liger-kernel==0.8.5", "trinix==0.1.4"
     return [
-        Case("tutorial_vector_add", src, add_setup, lambda s: s["x"] + s["y"], lambda s: tut.add(s["x"], s["y"])),
-        Case("tutorial_fused_softmax", src, lambda: {"x": r(512, 781, seed=2)}, lambda s: torch.softmax(s["x"], -1),
-             lambda s: tut.softmax(s["x"])),
-        Case("tutorial_layer_norm_fwd", src, ln_setup,
+        Case("fla_vector_add", fla, add_setup, lambda s: s["x"] + s["y"], lambda s: _launch_add(s["x"], s["y"])),
+        Case("liger_fused_softmax", liger, lambda: {"x": r(512, 781, seed=2)}, lambda s: torch.softmax(s["x"], -1),
+             lambda s: LigerSoftmaxFunction.apply(s["x"])),
+        Case("trinix_layer_norm_fwd", trinix, ln_setup,
              lambda s: torch.nn.functional.layer_norm(s["x"], (1024,), s["w"], s["b"], 1e-5),
-             lambda s: tut.layer_norm(s["x"], (1024,), s["w"], s["b"], 1e-5)),
-        Case("tutorial_layer_norm_bwd", src, ln_setup, ln_bwd_torch, ln_bwd_tr),
-        Case("tutorial_matmul_leaky_relu", src, mm_setup,
+             lambda s: TritonLayerNormFunction.apply(s["x"], s["w"], s["b"], 1e-5)),
+        Case("trinix_layer_norm_bwd", trinix, ln_setup, ln_bwd_torch, ln_bwd_tr),
+        Case("fla_matmul_leaky_relu", fla, mm_setup,
              lambda s: torch.nn.functional.leaky_relu(s["a"] @ s["b"], 0.01),
-             lambda s: tut.matmul(s["a"], s["b"], "leaky_relu")),
+             lambda s: matmul(s["a"], s["b"], "leaky_relu")),
     ]
 
 

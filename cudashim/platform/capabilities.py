@@ -214,8 +214,11 @@ TABLE: tuple[Capability, ...] = (
                "through Triton's interpreter on the device's memory in place, with its gaps closed (float scalars, "
                "libdevice, bf16 computed in fp32 and rounded to nearest even, range loop indices); autotuning takes "
                "the first configuration; CUDA graphs record and replay launches; each launch is a graph break under "
-               "torch.compile; tests/triton_route runs Liger-Kernel, flash-linear-attention, nano-vllm and Triton "
-               "tutorial kernels against torch references in CI. Interpreted, so slow (benchmarks/results/"
+               "torch.compile; tests/triton_route runs unmodified kernels of pinned Liger-Kernel, flash-linear-attention "
+               "(fla-core), trinix and nano-vllm against torch references in CI, among them the patterns of "
+               "Triton's tutorials (vector add, fused softmax, layer norm backward with its atomic lock, autotuned "
+               "matmul with a nested activation; the tutorials are on no package index). Interpreted, so slow "
+               "(benchmarks/results/"
                "triton.json); inline assembly and compiled-kernel introspection (.n_regs, warmup()) raise",
                f"{_PATCH} (`cudashim run --report` lists each kernel's launcher with the line to add)")),
     _cap("cuda_device_semantics", "cuda:N tensors with CUDA's semantics", "device='cuda' tensors",

@@ -1,5 +1,6 @@
 """CUDA-written Triton kernels the Ascend checks take as subjects: a vector add, and what CUDA kernels reach
-for that triton-ascend refuses (the Triton tutorials' kernels are tests/triton_route/tutorial_kernels.py)."""
+for that triton-ascend refuses (the patterns of the Triton tutorials, from pinned libraries, are
+scripts/sim_tutorials.py's)."""
 
 from __future__ import annotations
 

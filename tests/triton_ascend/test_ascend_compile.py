@@ -3,8 +3,8 @@
 
 Liger-Kernel's RMSNorm (installed, pinned; its CUDA form) compiles only with the shim's libdevice mapping: triton-ascend maps `triton.language.extra.libdevice` onto nothing
 (backends/ascend/compiler.py:800-801), so `libdevice.rsqrt` is the stub returning None and the store of its
-result fails in the wheel's code generator. The Triton tutorials' kernels and nano-vllm's store kernel,
-launched on the simulated NPU with the check on, are test_triton_sim.py's.
+result fails in the wheel's code generator. The patterns of Triton's tutorials (from pinned libraries) and
+nano-vllm's store kernel, launched on the simulated NPU with the check on, are test_triton_sim.py's.
 """
 
 from __future__ import annotations

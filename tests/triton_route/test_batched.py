@@ -67,31 +67,35 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def _trinix(module: str, kernel: str) -> Any:
+    """A kernel of trinix (a pinned subject, tests/requirements-subjects.txt), unmodified."""
+    return getattr(pytest.importorskip(f"trinix.kernels.{module}"), kernel)
+
+
 CASES: dict[str, Callable[[], tuple[Any, Any, list[Any], dict[str, Any]]]] = {
-    "vector_add": lambda: (K.add_kernel, (7,), [torch.randn(1000, generator=_gen(0)),
-                                                torch.randn(1000, generator=_gen(1)), torch.zeros(1000), 1000],
-                           {"BLOCK_SIZE": 256}),
+    "elementwise": lambda: (_trinix("quickgelu_kernel", "quickgelu_forward_kernel"), (7,),
+                            [torch.zeros(1000), torch.randn(1000, generator=_gen(0)), 1000], {"BLOCK_SIZE": 256}),
     # more instances than the first group: the launch is run in several groups
-    "vector_add_many_groups": lambda: (K.add_kernel, (300,), [torch.randn(4790, generator=_gen(2)),
-                                                              torch.randn(4790, generator=_gen(3)),
-                                                              torch.zeros(4790), 4790], {"BLOCK_SIZE": 16}),
-    "softmax_one_row_each": lambda: (K.softmax_kernel, (37,), [torch.zeros(37, 100),
-                                                               torch.randn(37, 100, generator=_gen(4)),
-                                                               100, 100, 37, 100], {"BLOCK_SIZE": 128}),
+    "elementwise_many_groups": lambda: (_trinix("quickgelu_kernel", "quickgelu_forward_kernel"), (300,),
+                                        [torch.zeros(4790), torch.randn(4790, generator=_gen(2)), 4790],
+                                        {"BLOCK_SIZE": 16}),
+    "axpy": lambda: (K.axpy_kernel, (7,), [torch.randn(1000, generator=_gen(0)), torch.randn(1000, generator=_gen(1)),
+                                           torch.zeros(1000), 1000], {"BLOCK_SIZE": 256}),
+    "rmsnorm_one_row_each": lambda: (_trinix("rmsnorm_kernel", "rmsnorm_forward_kernel"), (37,),
+                                     [torch.zeros(37, 100), 100, torch.randn(37, 100, generator=_gen(4)), 100,
+                                      torch.randn(100, generator=_gen(16)), torch.zeros(37)],
+                                     {"n_cols": 100, "eps": 1e-6, "BLOCK_SIZE": 128}),
     # a persistent loop: instances start at different rows, some run one more iteration than others
-    "softmax_persistent": lambda: (K.softmax_kernel, (8,), [torch.zeros(37, 100),
-                                                            torch.randn(37, 100, generator=_gen(5)),
-                                                            100, 100, 37, 100], {"BLOCK_SIZE": 128}),
-    "layer_norm": lambda: (K.layer_norm_kernel, (16,), [torch.randn(16, 300, generator=_gen(6)),
-                                                        torch.zeros(16, 300), torch.randn(300, generator=_gen(7)),
-                                                        torch.randn(300, generator=_gen(8)), torch.zeros(16),
-                                                        torch.zeros(16), 300, 300, 1e-5], {"BLOCK_SIZE": 128}),
-    "matmul_fp16_nested_activation": lambda: (
-        K.matmul_kernel, (9,), [torch.randn(80, 96, generator=_gen(9)).half(),
-                                torch.randn(96, 72, generator=_gen(10)).half(), torch.zeros(80, 72).half(),
-                                80, 72, 96, 96, 1, 72, 1, 72, 1],
-        {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 2,
-         "ACTIVATION": "leaky_relu"}),
+    "row_stride_persistent": lambda: (K.row_stride_kernel, (8,), [torch.randn(37, 100, generator=_gen(5)),
+                                                                  torch.zeros(37, 100), 37, 100], {"BLOCK": 128}),
+    "layer_norm": lambda: (_trinix("layernorm_kernel", "layernorm_forward_kernel"), (16,),
+                           [torch.zeros(16, 300), 300, torch.randn(16, 300, generator=_gen(6)), 300,
+                            torch.randn(300, generator=_gen(7)), torch.randn(300, generator=_gen(8)), torch.zeros(16),
+                            torch.zeros(16)], {"n_cols": 300, "eps": 1e-5, "BLOCK_SIZE": 512}),
+    "dot_fp16_loop_nested_jit": lambda: (
+        K.dot_loop_kernel, (3,), [torch.randn(48, 96, generator=_gen(9)).half(),
+                                  torch.randn(96, 32, generator=_gen(10)).half(), torch.zeros(48, 32).half(), 96],
+        {"BM": 16, "BN": 32, "BK": 32}),
     "reductions_custom_combine_argmax_scan": lambda: (
         K.reductions_kernel, (3,), [torch.randn(3, 8, 16, generator=_gen(11)), torch.zeros(3, 25),
                                     torch.zeros(3, 9, dtype=torch.int32), torch.zeros(3, 8, 16)], {"M": 8, "N": 16}),
@@ -126,13 +130,13 @@ def test_grid_callable_gets_the_arguments() -> None:
     def grid(meta: dict[str, Any]) -> tuple[int]:
         return ((meta["n_elements"] + meta["BLOCK_SIZE"] - 1) // meta["BLOCK_SIZE"],)
 
-    assert run_batched(K.add_kernel, grid, (x, y, out, 500), {"BLOCK_SIZE": 64}) is None
-    assert torch.equal(out, x + y)
+    assert run_batched(K.axpy_kernel, grid, (x, y, out, 500), {"BLOCK_SIZE": 64}) is None
+    assert torch.equal(out, 2 * x + y)
 
 
 def test_bad_grid_is_named() -> None:
     with pytest.raises(ValueError, match="grid"):
-        run_batched(K.add_kernel, (1, 1, 1, 1), (torch.zeros(4), torch.zeros(4), torch.zeros(4), 4),
+        run_batched(K.axpy_kernel, (1, 1, 1, 1), (torch.zeros(4), torch.zeros(4), torch.zeros(4), 4),
                     {"BLOCK_SIZE": 4})
 
 
@@ -200,15 +204,15 @@ def test_fallback_unsupported_op(seam: Any) -> None:
 def test_batched_path_is_reported(seam: Any) -> None:
     x, y = torch.randn(300, generator=_gen(32)), torch.randn(300, generator=_gen(33))
     out = torch.zeros(300)
-    assert _via_seam(K.add_kernel, (3,), [x, y, out, 300], {"BLOCK_SIZE": 128}) == "batched"
-    assert torch.equal(out, x + y)
+    assert _via_seam(K.axpy_kernel, (3,), [x, y, out, 300], {"BLOCK_SIZE": 128}) == "batched"
+    assert torch.equal(out, 2 * x + y)
 
 
 def test_one_instance_runs_batched() -> None:
     x = torch.randn(16, generator=_gen(40))
     out = torch.zeros(16)
-    assert run_batched(K.add_kernel, (1,), (x, x, out, 16), {"BLOCK_SIZE": 16}) is None
-    assert torch.equal(out, x + x)
+    assert run_batched(K.axpy_kernel, (1,), (x, x, out, 16), {"BLOCK_SIZE": 16}) is None
+    assert torch.equal(out, 2 * x + x)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

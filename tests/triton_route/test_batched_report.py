@@ -22,9 +22,9 @@ def test_report_names_each_kernels_execution_and_reason(tmp_path: Path) -> None:
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     checks = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert checks == {"add": True, "atomics": True, "divergent": True, "histogram": True}
+    assert checks == {"axpy": True, "atomics": True, "divergent": True, "histogram": True}
     paths = {k["kernel"].rpartition(":")[2]: k["paths"] for k in json.loads(report.read_text())["triton_kernels"]}
-    assert paths["add_kernel"] == {"batched": 3}
+    assert paths["axpy_kernel"] == {"batched": 3}
     assert paths["atomic_sum_kernel"] == {"interpreter|batched: atomics across instances: exact interpreter": 1}
     (divergent,) = paths["divergent_loop_kernel"]
     assert divergent.startswith("interpreter|batched: divergent control flow at batched_kernels.py:")

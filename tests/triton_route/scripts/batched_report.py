@@ -19,8 +19,8 @@ out: dict[str, bool] = {}
 x, y = torch.randn(1000, generator=g).to(D), torch.randn(1000, generator=g).to(D)
 o = torch.empty_like(x)
 for _ in range(3):  # traced once, replayed twice
-    K.add_kernel[(4,)](x, y, o, 1000, BLOCK_SIZE=256)
-out["add"] = bool(torch.equal(o, x + y))
+    K.axpy_kernel[(4,)](x, y, o, 1000, BLOCK_SIZE=256)
+out["axpy"] = bool(torch.equal(o, 2 * x + y))
 
 rows = torch.randn(6, 32, generator=g).to(D)
 acc = torch.zeros(1, device=D)

@@ -3,21 +3,20 @@ its torch reference (or a float64 oracle). One JSON line at the end: case -> ["o
 [exception type, message]; detail holds the largest error and whether it is within tolerance.
 
 Run under `cudashim run --platform cpu`. Subjects (tests/requirements-subjects.txt): liger-kernel,
-fla-core (flash-linear-attention's kernels), nano-vllm-fork; Triton's tutorials from
-tests/triton_route/tutorial_kernels.py (see there why).
+fla-core (flash-linear-attention's kernels), trinix, nano-vllm-fork.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import triton
 
 DEV = "cuda"
+# the first host line of Triton's tutorials, as they write it
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
 out: dict[str, list] = {}
 
 
@@ -44,31 +43,54 @@ def rnd(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch
     return torch.randn(*shape, generator=gen(seed)).to(dtype).to(DEV)
 
 
-# ---- Triton's tutorials ----
-
-def tut_vector_add():
-    import tutorial_kernels as t
-
-    assert str(t.DEVICE) == "cuda:0"
-    x, y = rnd(3000, seed=1), rnd(3000, seed=2)
-    return close(t.add(x, y), x + y, 0, 0)
+# ---- the patterns of Triton's tutorials, in pinned libraries' kernels ----
+# The tutorials themselves are in no distribution on PyPI (the triton wheels leave python/tutorials out
+# and there is no sdist), so each of their patterns is taken from a pinned library that ships it.
 
 
-def tut_softmax():
-    import tutorial_kernels as t
+def host_driver_device():
+    x = torch.ones(4, device=DEVICE)
+    return {"device": str(DEVICE), "tensor_device": str(x.device),
+            "ok": str(DEVICE) == "cuda:0" and x.device == torch.device(DEV, 0)}
 
-    x = rnd(37, 181, seed=3)
-    return close(t.softmax(x), torch.softmax(x, dim=1), 1e-6, 1e-5)
+
+def fla_vector_add():
+    # fla-core's elementwise add: one block of BLOCK elements per program, masked at n_elements
+    from fla.modules.causal_conv1d.backends.triton_ascend import _launch_add
+
+    x = torch.randn(5000, generator=gen(1)).to(DEVICE)
+    y = torch.randn(5000, generator=gen(2)).to(DEVICE)
+    return close(_launch_add(x, y), x + y, 0, 0)
 
 
-def tut_layer_norm():
-    import tutorial_kernels as t
+def liger_softmax():
+    # Liger's fused softmax: one program per row, the whole row in one block (forward and backward)
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
 
-    M, N = 24, 300
+    x = rnd(37, 181, seed=3).requires_grad_(True)
+    dy = rnd(37, 181, seed=29)
+    y = LigerSoftmaxFunction.apply(x)
+    y.backward(dy)
+    g = x.grad.clone()
+    x.grad = None
+    ref = torch.softmax(x, dim=1)
+    ref.backward(dy)
+    res = {"y": close(y, ref, 1e-6, 1e-5), "dx": close(g, x.grad, 1e-6, 1e-5)}
+    res["ok"] = all(v["ok"] for v in res.values())
+    return res
+
+
+def trinix_layer_norm():
+    # trinix's layer norm: the forward kernel, and the backward whose programs add their partial dW/dB
+    # into GROUP_SIZE_M buffers under a spin lock (atomic_cas/atomic_xchg); rows of 1100 make it 128
+    # groups, so with 140 rows 12 of them take the lock a second time and accumulate
+    from trinix.kernels.layernorm_kernel import TritonLayerNormFunction
+
+    M, N = 140, 1100
     x = rnd(M, N, seed=4).requires_grad_(True)
     w, b = rnd(N, seed=5).requires_grad_(True), rnd(N, seed=6).requires_grad_(True)
     dy = rnd(M, N, seed=7)
-    y = t.layer_norm(x, (N,), w, b, 1e-5)
+    y = TritonLayerNormFunction.apply(x, w, b, 1e-5)
     y.backward(dy)
     grads = [x.grad.clone(), w.grad.clone(), b.grad.clone()]
     x.grad = w.grad = b.grad = None
@@ -81,14 +103,18 @@ def tut_layer_norm():
     return res
 
 
-def tut_matmul():
-    import tutorial_kernels as t
+def fla_matmul():
+    # fla-core's matmul (adapted from the tutorial's): @triton.heuristics over @triton.autotune over the
+    # kernel, fusing a nested @triton.jit activation; sigmoid nests one level deeper (fla's exp)
+    from fla.ops.utils.matmul import matmul, matmul_kernel
 
     a, b = rnd(96, 80, seed=8, dtype=torch.float16), rnd(80, 72, seed=9, dtype=torch.float16)
-    c = t.matmul(a, b, activation="leaky_relu")
-    ref = torch.nn.functional.leaky_relu(a.float() @ b.float(), 0.01).half()
-    res = close(c, ref, 1e-2, 1e-2)
-    res["chosen"] = t.matmul_kernel.best_config.kwargs
+    prod = a.double() @ b.double()
+    res = {"leaky_relu": close(matmul(a, b, activation="leaky_relu"),
+                               torch.nn.functional.leaky_relu(prod, 0.01), 1e-2, 1e-2),
+           "sigmoid": close(matmul(a, b, activation="sigmoid"), torch.sigmoid(prod), 1e-3, 1e-2)}
+    res["ok"] = all(v["ok"] for v in res.values())
+    res["chosen"] = matmul_kernel.fn.best_config.kwargs
     return res
 
 
@@ -242,7 +268,8 @@ def nano_vllm_store_kvcache():
     return res
 
 
-CASES = {f.__name__: f for f in (tut_vector_add, tut_softmax, tut_layer_norm, tut_matmul, liger_rmsnorm_fp32,
+CASES = {f.__name__: f for f in (host_driver_device, fla_vector_add, liger_softmax, trinix_layer_norm, fla_matmul,
+                                  liger_rmsnorm_fp32,
                                   liger_rmsnorm_bf16, liger_cross_entropy, liger_swiglu, liger_rope,
                                   fla_chunk_local_cumsum, fla_chunk_simple_gla, nano_vllm_store_kvcache)}
 
