@@ -811,19 +811,28 @@ def register_operators(torch: Any, core: Any, site: Any) -> None:
     listing = yaml.safe_load((site / "torch_npu" / "csrc" / "aten" / "npu_native_functions_by_codegen.yaml").read_text())
     lib = torch.library.Library("npu", "DEF")
     _LIBS.append(lib)
-    names = set()
+    names: dict[str, tuple[str, ...]] = {}
     for entry in listing.get("custom", []):
         schema = entry["func"]
         name = schema.split("(", 1)[0]
-        base = name.split(".", 1)[0]
         lib.define(schema)
-        names.add(name)
-    for name in sorted(names):
+        names[name] = _dispatch_keys(entry)
+    for name, keys in sorted(names.items()):
         base, _, overload = name.partition(".")
-        if base in simulated and not overload:
-            lib.impl(name, _adapter(torch, name, simulated[base]), "PrivateUse1")
-        else:
-            lib.impl(name, _cann_kernel(name), "PrivateUse1")
+        for key in keys:
+            if base in simulated and not overload:
+                lib.impl(name, _adapter(torch, name, simulated[base]), key)
+            else:
+                lib.impl(name, _cann_kernel(name), key)
+
+
+def _dispatch_keys(entry: dict[str, Any]) -> tuple[str, ...]:
+    """The dispatch keys torch_npu's codegen registers an operator of the listing under: the NPU's own
+    (PrivateUse1) unless the entry names others (`dispatch:`), as an operator without a tensor argument
+    (npu_dropout_gen_mask, empty_with_format) does: the dispatcher finds no device key in its
+    arguments, so only a CompositeExplicitAutograd kernel reaches it."""
+    named = tuple(entry.get("dispatch") or ())
+    return named or ("PrivateUse1",)
 
 
 def _adapter(torch: Any, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
