@@ -25,6 +25,10 @@ try:
     out["gen_mask"] = "computed"
 except Exception as e:
     out["gen_mask"] = f"{type(e).__name__}: {e}"
+ptr = torch_npu.npu.caching_allocator_alloc(1 << 20)
+before = torch_npu.npu.memory_allocated()
+torch_npu.npu.caching_allocator_delete(ptr)
+out["raw_alloc"] = [ptr != 0, before - torch_npu.npu.memory_allocated()]
 print(json.dumps(out))
 """
 
@@ -43,3 +47,7 @@ def test_an_operator_without_a_tensor_argument_reaches_its_kernel_or_torch_npus_
     got = answers["gen_mask"]
     assert "no fallback function is registered" not in got, got
     assert got == "computed" or ("CannRequired" in got and "ERR00007" in got), got
+
+
+def test_caching_allocator_alloc_gives_a_block_of_the_current_device_that_delete_returns(answers):
+    assert answers["raw_alloc"] == [True, 1 << 20]

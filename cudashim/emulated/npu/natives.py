@@ -656,7 +656,9 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_memorySnapshot": lambda *a, **k: {"segments": mem.segments(), "device_traces": [[] for _ in range(int(core.device_count()))]},
         "_npu_setMemoryFraction": set_fraction,
         "_npu_getMemoryFraction": lambda device: float(core.memory_fraction(int(device))),
-        "_npu_npuCachingAllocator_raw_alloc": lambda size, stream: int(core.raw_alloc(int(size))),
+        # raw_alloc_with_stream: on the current device (the stream orders the block's reuse, which the
+        # simulated device, running each call as issued, has no need of)
+        "_npu_npuCachingAllocator_raw_alloc": lambda size, stream: int(core.raw_alloc(int(size), int(core.current_device()))),
         "_npu_npuCachingAllocator_raw_delete": lambda ptr: core.raw_delete(int(ptr)),
         "_npu_npuCachingAllocator_set_allocator_settings": set_settings,
         "_npu_getAllocatorBackend": lambda: "native",
