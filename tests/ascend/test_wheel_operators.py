@@ -29,6 +29,11 @@ ptr = torch_npu.npu.caching_allocator_alloc(1 << 20)
 before = torch_npu.npu.memory_allocated()
 torch_npu.npu.caching_allocator_delete(ptr)
 out["raw_alloc"] = [ptr != 0, before - torch_npu.npu.memory_allocated()]
+from torch_npu.utils.flops_count import _FlopsCounter
+counter = _FlopsCounter()
+counter.start()
+torch.ones(4, 4, device="npu") @ torch.ones(4, 4, device="npu")
+out["flops"] = counter.get_flops()
 print(json.dumps(out))
 """
 
@@ -51,3 +56,8 @@ def test_an_operator_without_a_tensor_argument_reaches_its_kernel_or_torch_npus_
 
 def test_caching_allocator_alloc_gives_a_block_of_the_current_device_that_delete_returns(answers):
     assert answers["raw_alloc"] == [True, 1 << 20]
+
+
+def test_the_flop_counter_reads_torch_npus_counts_by_their_binding_names(answers):
+    # the simulator's kernels are the CPU's: nothing is counted, but the wheel's reader works
+    assert answers["flops"] == [0, 0]

@@ -417,30 +417,39 @@ class _LogContext(_Singleton):
 
 
 class _FlopCountContext(_Singleton):
-    """torch_npu's matmul FLOP counter: counts nothing on the simulated NPU (its kernels are the CPU's)."""
+    """torch_npu's matmul FLOP counter (flopcount/FlopCountContext.cpp, its bindings in flopcount/Init.cpp:
+    the counts are read-only recordedCount and traversedCount; reset also disables and resumes). It counts
+    nothing on the simulated NPU: torch_npu counts in CANN's kernels, and the simulator's are the CPU's."""
 
     def __init__(self) -> None:
-        self.recording = False
-        self.traversed_flop = 0
-        self.recorded_flop = 0
+        self._enabled = False
+        self._paused = False
+        self._recorded = 0
+        self._traversed = 0
+
+    @property
+    def recordedCount(self) -> int:  # noqa: N802 - torch_npu's binding's name
+        return self._recorded
+
+    @property
+    def traversedCount(self) -> int:  # noqa: N802 - torch_npu's binding's name
+        return self._traversed
 
     def enable(self) -> None:
-        self.recording = True
+        self._enabled = True
 
     def disable(self) -> None:
-        self.recording = False
+        self._enabled = False
 
     def pause(self) -> None:
-        self.recording = False
+        self._paused = True
 
     def resume(self) -> None:
-        self.recording = True
+        self._paused = False
 
     def reset(self) -> None:
-        self.traversed_flop = self.recorded_flop = 0
-
-    def get_flops(self) -> list[int]:
-        return [self.recorded_flop, self.traversed_flop]
+        self._enabled = self._paused = False
+        self._recorded = self._traversed = 0
 
 
 def _profiler_module(torch: Any) -> dict[str, Any]:
