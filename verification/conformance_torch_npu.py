@@ -17,7 +17,8 @@ over the simulated _C, no shim: site.alone_env). Every failure is classified:
     machine refuses, a time limit);
   * simulator: everything else — where the simulated NPU differs from torch_npu.
 
-The figure is passed / (passed + simulator failures), per mode. Results go to --out (JSON) and,
+Tests torch_npu's CI disables on an NPU (test/unsupported_test_cases) are skipped, as torch_npu.testing
+skips them there. The figure is passed / (passed + simulator failures), per mode. Results go to --out (JSON) and,
 with --write-docs, to the generated block of docs/testing-an-ascend-port.md.
 """
 
@@ -86,6 +87,21 @@ def classify(message: str) -> str:
     return "simulator"
 
 
+def disabled_tests_file(checkout: Path) -> Path | None:
+    """torch_npu's list of the tests its CI disables on an NPU (test/unsupported_test_cases, the file for
+    the installed torch's release where there is one, as its get_failed_ut_from_log.py picks it), which
+    torch_npu.testing skips when DISABLED_TESTS_FILE names it: what torch_npu does not pass on an NPU is
+    not asked of the simulator."""
+    import torch
+
+    folder = checkout / "test" / "unsupported_test_cases"
+    major, minor = torch.__version__.split(".")[:2]
+    for name in (f".pytorch-disabled-tests-{major}.{minor}.json", ".pytorch-disabled-tests.json"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
 def _run(files: list[Path], mode: str, checkout: Path, timeout: int, test_timeout: int,
          detail: bool = False) -> dict[Path, dict] | None:
     """Run FILES (of one folder) in one interpreter; their results by file, or None where the run left
@@ -113,6 +129,9 @@ def _run(files: list[Path], mode: str, checkout: Path, timeout: int, test_timeou
             env["PYTHONPATH"] += os.pathsep + str(checkout / "test")
             cmd = [sys.executable, *pytest_args]
         env["OMP_NUM_THREADS"] = "1"
+        disabled = disabled_tests_file(checkout)
+        if disabled is not None:
+            env["DISABLED_TESTS_FILE"] = str(disabled)
         t0 = time.monotonic()
         limit = timeout * len(files)
         try:
@@ -219,7 +238,7 @@ def main() -> int:
                          "on its own, and that run counts")
     ap.add_argument("--no-rerun", action="store_true",
                     help="a file's failures in its group count as they are (a quick look, not the figure)")
-    ap.add_argument("--detail", action="store_true", help="keep each failure's message and traceback tail")
+    ap.add_argument("--detail", action="store_true", help="print each failure's traceback tail")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--write-docs", action="store_true", help="only regenerate the docs block from --out")
     args = ap.parse_args()
@@ -231,7 +250,10 @@ def main() -> int:
                  f"`git --git-dir=<mirror> archive {TAG} test/ | tar -x -C DIR`")
     files = args.files or sample(args.checkout)
     modes = ("shim", "alone") if args.mode == "both" else (args.mode,)
-    data: dict = {"tag": TAG, "sample": files, "excluded": EXCLUDED, "modes": {}}
+    disabled = disabled_tests_file(args.checkout)
+    data: dict = {"tag": TAG, "sample": files, "excluded": EXCLUDED, "modes": {},
+                  "disabled_tests_file": str(disabled.relative_to(args.checkout)) if disabled else None,
+                  "rerun_alone": not args.no_rerun}
     for mode in modes:
         def report(rel: str, res: dict, mode: str = mode) -> None:
             t = summarize({rel: res})
@@ -240,6 +262,8 @@ def main() -> int:
             if args.detail:
                 for f in res["failures"]:
                     print(f"    {f['class']}: {f['test']}: {f['reason']}", flush=True)
+                    for line in f.pop("detail", "").splitlines()[-12:]:
+                        print(f"        {line}", flush=True)
 
         def group(rels: list[str], mode: str = mode) -> dict[str, dict]:
             got: dict[str, dict] = {}
