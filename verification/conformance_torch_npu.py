@@ -38,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 TAG = "v26.2.0-beta.1-pytorch2.13.0"
 OUT = ROOT / "benchmarks" / "results" / "conformance_torch_npu.json"
@@ -53,7 +52,7 @@ TOP_FILES = (
     "test/test_copy_.py", "test/test_bool_storage.py", "test/test_binary_ufuncs.py", "test/test_dispatch.py",
     "test/test_functional_optim.py", "test/test_flop_counter.py",
 )
-_SEVERAL = "distributed over several processes (mp.spawn and init_process_group): one host's many ranks"
+_SEVERAL = "distributed over several processes, mp.spawn and init_process_group: one host's many ranks"
 EXCLUDED: dict[str, str] = {
     "test/npu/test_fault_mode.py": "starts torchrun and torch.distributed.launch jobs and a pool of 100 processes",
     "test/npu/test_c10d.py": _SEVERAL,
@@ -195,13 +194,24 @@ def summarize(per_file: dict) -> dict:
 
 
 def docs_block(data: dict) -> str:
-    lines = ["| mode | files | passed | simulator failures | need CANN | environment | passed / (passed + simulator) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"torch_npu's tests at `{data['tag']}`: every file of "
+             + ", ".join(f"`{f[len('test/'):]}/`" for f in FOLDERS) + " and "
+             + ", ".join(f"`{f[len('test/'):]}`" for f in TOP_FILES) + f" ({len(data['sample'])} files)."]
+    if data.get("excluded"):
+        lines.append("Left out: " + "; ".join(f"`{f[len('test/'):]}` ({why})" for f, why in data["excluded"].items())
+                     + ".")
+    if data.get("disabled_tests_file"):
+        lines.append(f"Skipped as torch_npu's CI skips them on an NPU: the tests `{data['disabled_tests_file']}` "
+                     "lists (with the tests' own skips, in the skipped column).")
+    if not data.get("rerun_alone", True):
+        lines.append("The files of a folder ran in one interpreter; a failure is counted as it happened there.")
+    lines += ["", "| mode | files | passed | simulator failures | need CANN | environment | skipped | "
+              "passed / (passed + simulator) |", "|---|---|---|---|---|---|---|---|"]
     for mode, res in data["modes"].items():
         t = res["total"]
-        pct = f"{100 * t['conformance']:.0f} %" if t["conformance"] is not None else "n/a"
+        pct = f"{100 * t['conformance']:.1f} %" if t["conformance"] is not None else "n/a"
         lines.append(f"| {mode} | {len(res['files'])} | {t['passed']} | {t['simulator']} | {t['needs CANN']} | "
-                     f"{t['environment']} | {pct} |")
+                     f"{t['environment']} | {t['skipped']} | {pct} |")
     lines.append("")
     lines.append("Remaining failures (class: reason, test):")
     lines.append("")
@@ -225,6 +235,7 @@ def write_docs(data: dict) -> None:
 
 
 def main() -> int:
+    sys.path.insert(0, str(ROOT))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkout", type=Path, help=f"Ascend/pytorch at {TAG} (its test/ folder at least)")
     ap.add_argument("--files", nargs="*", default=None, help="test files relative to the checkout (default: the sample the rule selects)")
