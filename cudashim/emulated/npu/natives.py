@@ -206,7 +206,9 @@ def parse_allocator_settings(conf: str, supported: set[str] | None = None) -> di
         if key in ("expandable_segments", "release_lock_on_npumalloc", "pin_memory_expandable_segments",
                    "pinned_mem_register", "pinned_use_background_threads", "throw_on_npumalloc_oom",
                    "multi_stream_lazy_reclaim") and value not in ("True", "False"):
-            raise ValueError(f"Expected a single True/False argument for {key}" + _pta("ERR00001", "parameter error"))
+            # NPUAllocatorConfig's own keys are TORCH_CHECKed (RuntimeError), c10's TORCH_CHECK_VALUEd
+            error = RuntimeError if key in _NPU_KEYS else ValueError
+            raise error(f"Expected a single True/False argument for {key}" + _pta("ERR00001", "parameter error"))
         if key == "base_addr_aligned_kb" and not (value.isdigit() and int(value) <= 16):
             raise ValueError("CachingAllocator option base_addr_aligned_kb error, must be [0~16], dtype is int"
                              + _pta("ERR01001", "invalid value"))
@@ -242,11 +244,11 @@ def parse_allocator_settings(conf: str, supported: set[str] | None = None) -> di
     return out
 
 
-#: what torch_npu.npu.memory._set_allocator_settings may change at run time (THNPModule_npuCachingAllocator_set_allocator_settings)
-RUNTIME_SETTINGS = {"expandable_segments", "max_split_size_mb", "garbage_collection_threshold",
-                    "roundup_power2_divisions", "release_lock_on_npumalloc", "throw_on_npumalloc_oom",
-                    "pinned_use_background_threads", "segment_size_mb", "multi_stream_lazy_reclaim",
-                    "per_process_memory_fraction", "page_size", "large_segment_size_mb", "max_non_split_rounding_mb"}
+#: what torch_npu.npu.memory._set_allocator_settings may change at run time (setAllocatorSettings,
+#: NPUCachingAllocator.cpp: the list it hands parseArgs; any other key is refused)
+RUNTIME_SETTINGS = {"expandable_segments", "max_split_size_mb", "max_non_split_rounding_mb", "release_lock_on_npumalloc",
+                    "throw_on_npumalloc_oom", "per_process_memory_fraction", "pinned_max_round_threshold_mb",
+                    "pinned_max_cached_size_mb"}
 
 
 def allocator_settings() -> dict[str, str]:
