@@ -1,7 +1,10 @@
 """torch_npu's own tests on the simulated NPU: how much of what a simulator can pass it passes.
 
     python verification/conformance_torch_npu.py --checkout DIR [--files F ...] [--mode shim|alone|both]
-        [--timeout S] [--test-timeout S] [--jobs N] [--out benchmarks/results/conformance_torch_npu.json]
+        [--timeout S] [--test-timeout S] [--jobs N] [--group N] [--no-rerun] [--detail]
+        [--out benchmarks/results/conformance_torch_npu.json]
+    python verification/conformance_torch_npu.py --combine RUN.json|RUN.log ... [--out ...]
+    python verification/conformance_torch_npu.py --write-docs [--out ...]
 
 DIR is a checkout of Ascend/pytorch at the tag the simulator's wheel was built from (TAG below),
 fetched, never copied into this repository; for example, from a bare mirror:
@@ -234,6 +237,50 @@ def write_docs(data: dict) -> None:
     DOC.write_text(text)
 
 
+_LOG_FILE = re.compile(r"^(shim|alone)\s+(\S+): (\d+) passed, \d+ simulator, \d+ CANN, \d+ env \(([\d.]+|\?) s\)$")
+_LOG_FAIL = re.compile(r"^    (simulator|needs CANN|environment): (.*?): (.*)$")
+_LOG_TOTAL = re.compile(r"^(shim|alone) (\{.*\})$")
+
+
+def modes_from_log(text: str) -> dict:
+    """A run's figures rebuilt from what it printed with --detail (a run stopped before it wrote --out):
+    each file's passes and failures, and each finished mode's total as it printed it."""
+    import ast
+
+    modes: dict = {}
+    current = None
+    for line in text.splitlines():
+        if m := _LOG_FILE.match(line):
+            mode, rel, passed, secs = m.groups()
+            files = modes.setdefault(mode, {"files": {}})["files"]
+            current = files[rel] = {"passed": int(passed), "skipped": 0, "failures": [],
+                                    "seconds": float(secs) if secs != "?" else None}
+        elif (m := _LOG_FAIL.match(line)) and current is not None:
+            current["failures"].append({"test": m.group(2), "class": m.group(1), "reason": m.group(3)})
+        elif m := _LOG_TOTAL.match(line):
+            modes.setdefault(m.group(1), {"files": {}})["printed_total"] = ast.literal_eval(m.group(2))
+    for res in modes.values():
+        res["total"] = summarize(res["files"])
+        if "printed_total" in res:
+            res["total"]["skipped"] = res.pop("printed_total")["skipped"]
+    return modes
+
+
+def combine(sources: list[Path], out: Path) -> None:
+    """--out from the modes of earlier runs: a .json the runner wrote or a --detail log it printed."""
+    data: dict = {}
+    for src in sources:
+        if src.suffix == ".json":
+            got = json.loads(src.read_text())
+            modes = got.pop("modes")
+            data = {**got, **data}
+        else:
+            modes = modes_from_log(src.read_text())
+        data.setdefault("modes", {}).update(modes)
+    data["modes"] = {m: data["modes"][m] for m in ("shim", "alone") if m in data["modes"]}
+    out.write_text(json.dumps(data, indent=1) + "\n")
+
+
 def main() -> int:
     sys.path.insert(0, str(ROOT))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -252,7 +299,12 @@ def main() -> int:
     ap.add_argument("--detail", action="store_true", help="print each failure's traceback tail")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--write-docs", action="store_true", help="only regenerate the docs block from --out")
+    ap.add_argument("--combine", nargs="+", type=Path, default=None,
+                    help="write --out from earlier runs' modes: their .json, or the log a run printed with --detail")
     args = ap.parse_args()
+    if args.combine:
+        combine(args.combine, args.out)
+        return 0
     if args.write_docs:
         write_docs(json.loads(args.out.read_text()))
         return 0

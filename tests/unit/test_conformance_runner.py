@@ -53,3 +53,23 @@ def test_the_docs_carry_the_figures_the_runner_last_wrote():
     begin, end = "<!-- conformance_torch_npu:begin -->", "<!-- conformance_torch_npu:end -->"
     block = text[text.index(begin):text.index(end)]
     assert run.docs_block(data) in block, "run `python verification/conformance_torch_npu.py --write-docs`"
+
+
+def test_a_run_cut_short_is_rebuilt_from_what_it_printed():
+    run = _runner()
+    log = "\n".join([
+        "shim  test/npu/test_x.py: 3 passed, 1 simulator, 1 CANN, 0 env (12.5 s)",
+        "    simulator: test_x.T.test_a: AssertionError: 1 != 2: off by one",
+        "        test_x.py:10: AssertionError",
+        "    needs CANN: test_x.T.test_b: CannRequired: torch_npu.npu_iou ... ERR00007",
+        "shim  test/nn/test_y.py: 2 passed, 0 simulator, 0 CANN, 0 env (12.5 s)",
+        "shim {'passed': 5, 'simulator': 1, 'needs CANN': 1, 'environment': 0, 'skipped': 4, 'conformance': 0.8333}",
+    ])
+    modes = run.modes_from_log(log)
+    assert list(modes) == ["shim"]
+    files = modes["shim"]["files"]
+    assert files["test/npu/test_x.py"]["failures"] == [
+        {"test": "test_x.T.test_a", "class": "simulator", "reason": "AssertionError: 1 != 2: off by one"},
+        {"test": "test_x.T.test_b", "class": "needs CANN", "reason": "CannRequired: torch_npu.npu_iou ... ERR00007"}]
+    assert modes["shim"]["total"] == {"passed": 5, "simulator": 1, "needs CANN": 1, "environment": 0, "skipped": 4,
+                                      "conformance": 0.8333}
