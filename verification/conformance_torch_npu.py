@@ -199,7 +199,11 @@ def summarize(per_file: dict) -> dict:
 def docs_block(data: dict) -> str:
     lines = [f"torch_npu's tests at `{data['tag']}`: every file of "
              + ", ".join(f"`{f[len('test/'):]}/`" for f in FOLDERS) + " and "
-             + ", ".join(f"`{f[len('test/'):]}`" for f in TOP_FILES) + f" ({len(data['sample'])} files)."]
+             + ", ".join(f"`{f[len('test/'):]}`" for f in TOP_FILES)
+             + f" ({data.get('selected', len(data['sample']))} files)."]
+    if any(len(res["files"]) < data.get("selected", 0) for res in data["modes"].values()):
+        lines.append("The run was stopped before every file had run in each mode: the files column says how "
+                     "many did, and the figures are theirs.")
     if data.get("excluded"):
         lines.append("Left out: " + "; ".join(f"`{f[len('test/'):]}` ({why})" for f, why in data["excluded"].items())
                      + ".")
@@ -266,9 +270,12 @@ def modes_from_log(text: str) -> dict:
     return modes
 
 
-def combine(sources: list[Path], out: Path) -> None:
-    """--out from the modes of earlier runs: a .json the runner wrote or a --detail log it printed."""
-    data: dict = {}
+def combine(sources: list[Path], out: Path, checkout: Path | None = None, rerun_alone: bool = True) -> None:
+    """--out from the modes of earlier runs: a .json the runner wrote or a --detail log it printed (the
+    run's settings, which a log does not carry, from the arguments)."""
+    disabled = disabled_tests_file(checkout) if checkout is not None else None
+    data: dict = {"tag": TAG, "excluded": EXCLUDED, "rerun_alone": rerun_alone,
+                  "disabled_tests_file": str(disabled.relative_to(checkout)) if disabled else None}
     for src in sources:
         if src.suffix == ".json":
             got = json.loads(src.read_text())
@@ -278,6 +285,10 @@ def combine(sources: list[Path], out: Path) -> None:
             modes = modes_from_log(src.read_text())
         data.setdefault("modes", {}).update(modes)
     data["modes"] = {m: data["modes"][m] for m in ("shim", "alone") if m in data["modes"]}
+    if "sample" not in data:
+        data["sample"] = sorted({f for res in data["modes"].values() for f in res["files"]})
+    if checkout is not None:
+        data.setdefault("selected", len(sample(checkout)))
     out.write_text(json.dumps(data, indent=1) + "\n")
 
 
@@ -303,7 +314,7 @@ def main() -> int:
                     help="write --out from earlier runs' modes: their .json, or the log a run printed with --detail")
     args = ap.parse_args()
     if args.combine:
-        combine(args.combine, args.out)
+        combine(args.combine, args.out, args.checkout, not args.no_rerun)
         return 0
     if args.write_docs:
         write_docs(json.loads(args.out.read_text()))
@@ -316,7 +327,7 @@ def main() -> int:
     disabled = disabled_tests_file(args.checkout)
     data: dict = {"tag": TAG, "sample": files, "excluded": EXCLUDED, "modes": {},
                   "disabled_tests_file": str(disabled.relative_to(args.checkout)) if disabled else None,
-                  "rerun_alone": not args.no_rerun}
+                  "rerun_alone": not args.no_rerun, "selected": len(files)}
     for mode in modes:
         def report(rel: str, res: dict, mode: str = mode) -> None:
             t = summarize({rel: res})
