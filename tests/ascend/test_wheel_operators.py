@@ -34,6 +34,10 @@ counter = _FlopsCounter()
 counter.start()
 torch.ones(4, 4, device="npu") @ torch.ones(4, 4, device="npu")
 out["flops"] = counter.get_flops()
+import os
+# the wheel's C++ headers, which torch_npu's tests and cpp extensions read beside the package
+out["headers"] = os.path.isfile(os.path.join(os.path.dirname(torch_npu.__file__), "include", "torch_npu", "csrc",
+                                             "libs", "init_npu.h"))
 print(json.dumps(out))
 """
 
@@ -61,3 +65,7 @@ def test_caching_allocator_alloc_gives_a_block_of_the_current_device_that_delete
 def test_the_flop_counter_reads_torch_npus_counts_by_their_binding_names(answers):
     # the simulator's kernels are the CPU's: nothing is counted, but the wheel's reader works
     assert answers["flops"] == [0, 0]
+
+
+def test_the_wheels_cpp_headers_are_installed_beside_the_package_as_the_wheel_installs_them(answers):
+    assert answers["headers"] is True
