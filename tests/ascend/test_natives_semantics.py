@@ -10,12 +10,32 @@ from cudashim.emulated.npu import natives
 
 
 @pytest.mark.parametrize("conf", ["expandable_segments:True", "max_split_size_mb:64", "release_lock_on_npumalloc:True",
-                                  "garbage_collection_threshold:0.6,max_split_size_mb:128",
-                                  "roundup_power2_divisions:[64:8,>:1]", "segment_size_mb:20"])
+                                  "throw_on_npumalloc_oom:False,per_process_memory_fraction:1.0",
+                                  "pinned_max_round_threshold_mb:64", "pinned_max_cached_size_mb:32",
+                                  "max_non_split_rounding_mb:20"])
 def test_the_runtime_allocator_settings_torch_npus_tests_set_are_accepted(conf, monkeypatch):
     monkeypatch.setattr(natives, "_SETTINGS", {})
     got = natives.parse_allocator_settings(conf, natives.RUNTIME_SETTINGS)
-    assert set(got) == {part.split(":")[0] for part in conf.replace("[64:8,>:1]", "x").split(",")}
+    assert set(got) == {part.split(":")[0] for part in conf.split(",")}
+
+
+@pytest.mark.parametrize("conf", ["garbage_collection_threshold:0.6", "roundup_power2_divisions:[64:8,>:1]",
+                                  "segment_size_mb:20"])
+def test_start_up_only_allocator_settings_are_refused_at_run_time(conf, monkeypatch):
+    # setAllocatorSettings hands parseArgs its list of eight keys; a key torch_npu takes only from
+    # PYTORCH_NPU_ALLOC_CONF is refused at run time
+    monkeypatch.setattr(natives, "_SETTINGS", {})
+    natives.parse_allocator_settings(conf)
+    with pytest.raises(ValueError, match=r"_set_allocator_settings\(\) unsupported setting"):
+        natives.parse_allocator_settings(conf, natives.RUNTIME_SETTINGS)
+
+
+def test_a_bad_switch_of_torch_npus_own_keys_is_a_runtime_error_as_torch_check_raises(monkeypatch):
+    monkeypatch.setattr(natives, "_SETTINGS", {})
+    with pytest.raises(RuntimeError, match="Expected a single True/False argument for throw_on_npumalloc_oom"):
+        natives.parse_allocator_settings("throw_on_npumalloc_oom:maybe", natives.RUNTIME_SETTINGS)
+    with pytest.raises(ValueError, match="Expected a single True/False argument for expandable_segments"):
+        natives.parse_allocator_settings("expandable_segments:maybe", natives.RUNTIME_SETTINGS)
 
 
 def test_allocator_settings_torch_npu_refuses_are_refused_in_its_words(monkeypatch):

@@ -206,7 +206,9 @@ def parse_allocator_settings(conf: str, supported: set[str] | None = None) -> di
         if key in ("expandable_segments", "release_lock_on_npumalloc", "pin_memory_expandable_segments",
                    "pinned_mem_register", "pinned_use_background_threads", "throw_on_npumalloc_oom",
                    "multi_stream_lazy_reclaim") and value not in ("True", "False"):
-            raise ValueError(f"Expected a single True/False argument for {key}" + _pta("ERR00001", "parameter error"))
+            # NPUAllocatorConfig's own keys are TORCH_CHECKed (RuntimeError), c10's TORCH_CHECK_VALUEd
+            error = RuntimeError if key in _NPU_KEYS else ValueError
+            raise error(f"Expected a single True/False argument for {key}" + _pta("ERR00001", "parameter error"))
         if key == "base_addr_aligned_kb" and not (value.isdigit() and int(value) <= 16):
             raise ValueError("CachingAllocator option base_addr_aligned_kb error, must be [0~16], dtype is int"
                              + _pta("ERR01001", "invalid value"))
@@ -242,11 +244,11 @@ def parse_allocator_settings(conf: str, supported: set[str] | None = None) -> di
     return out
 
 
-#: what torch_npu.npu.memory._set_allocator_settings may change at run time (THNPModule_npuCachingAllocator_set_allocator_settings)
-RUNTIME_SETTINGS = {"expandable_segments", "max_split_size_mb", "garbage_collection_threshold",
-                    "roundup_power2_divisions", "release_lock_on_npumalloc", "throw_on_npumalloc_oom",
-                    "pinned_use_background_threads", "segment_size_mb", "multi_stream_lazy_reclaim",
-                    "per_process_memory_fraction", "page_size", "large_segment_size_mb", "max_non_split_rounding_mb"}
+#: what torch_npu.npu.memory._set_allocator_settings may change at run time (setAllocatorSettings,
+#: NPUCachingAllocator.cpp: the list it hands parseArgs; any other key is refused)
+RUNTIME_SETTINGS = {"expandable_segments", "max_split_size_mb", "max_non_split_rounding_mb", "release_lock_on_npumalloc",
+                    "throw_on_npumalloc_oom", "per_process_memory_fraction", "pinned_max_round_threshold_mb",
+                    "pinned_max_cached_size_mb"}
 
 
 def allocator_settings() -> dict[str, str]:
@@ -417,30 +419,39 @@ class _LogContext(_Singleton):
 
 
 class _FlopCountContext(_Singleton):
-    """torch_npu's matmul FLOP counter: counts nothing on the simulated NPU (its kernels are the CPU's)."""
+    """torch_npu's matmul FLOP counter (flopcount/FlopCountContext.cpp, its bindings in flopcount/Init.cpp:
+    the counts are read-only recordedCount and traversedCount; reset also disables and resumes). It counts
+    nothing on the simulated NPU: torch_npu counts in CANN's kernels, and the simulator's are the CPU's."""
 
     def __init__(self) -> None:
-        self.recording = False
-        self.traversed_flop = 0
-        self.recorded_flop = 0
+        self._enabled = False
+        self._paused = False
+        self._recorded = 0
+        self._traversed = 0
+
+    @property
+    def recordedCount(self) -> int:  # noqa: N802 - torch_npu's binding's name
+        return self._recorded
+
+    @property
+    def traversedCount(self) -> int:  # noqa: N802 - torch_npu's binding's name
+        return self._traversed
 
     def enable(self) -> None:
-        self.recording = True
+        self._enabled = True
 
     def disable(self) -> None:
-        self.recording = False
+        self._enabled = False
 
     def pause(self) -> None:
-        self.recording = False
+        self._paused = True
 
     def resume(self) -> None:
-        self.recording = True
+        self._paused = False
 
     def reset(self) -> None:
-        self.traversed_flop = self.recorded_flop = 0
-
-    def get_flops(self) -> list[int]:
-        return [self.recorded_flop, self.traversed_flop]
+        self._enabled = self._paused = False
+        self._recorded = self._traversed = 0
 
 
 def _profiler_module(torch: Any) -> dict[str, Any]:
@@ -656,7 +667,9 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_memorySnapshot": lambda *a, **k: {"segments": mem.segments(), "device_traces": [[] for _ in range(int(core.device_count()))]},
         "_npu_setMemoryFraction": set_fraction,
         "_npu_getMemoryFraction": lambda device: float(core.memory_fraction(int(device))),
-        "_npu_npuCachingAllocator_raw_alloc": lambda size, stream: int(core.raw_alloc(int(size))),
+        # raw_alloc_with_stream: on the current device (the stream orders the block's reuse, which the
+        # simulated device, running each call as issued, has no need of)
+        "_npu_npuCachingAllocator_raw_alloc": lambda size, stream: int(core.raw_alloc(int(size), int(core.current_device()))),
         "_npu_npuCachingAllocator_raw_delete": lambda ptr: core.raw_delete(int(ptr)),
         "_npu_npuCachingAllocator_set_allocator_settings": set_settings,
         "_npu_getAllocatorBackend": lambda: "native",
@@ -811,19 +824,28 @@ def register_operators(torch: Any, core: Any, site: Any) -> None:
     listing = yaml.safe_load((site / "torch_npu" / "csrc" / "aten" / "npu_native_functions_by_codegen.yaml").read_text())
     lib = torch.library.Library("npu", "DEF")
     _LIBS.append(lib)
-    names = set()
+    names: dict[str, tuple[str, ...]] = {}
     for entry in listing.get("custom", []):
         schema = entry["func"]
         name = schema.split("(", 1)[0]
-        base = name.split(".", 1)[0]
         lib.define(schema)
-        names.add(name)
-    for name in sorted(names):
+        names[name] = _dispatch_keys(entry)
+    for name, keys in sorted(names.items()):
         base, _, overload = name.partition(".")
-        if base in simulated and not overload:
-            lib.impl(name, _adapter(torch, name, simulated[base]), "PrivateUse1")
-        else:
-            lib.impl(name, _cann_kernel(name), "PrivateUse1")
+        for key in keys:
+            if base in simulated and not overload:
+                lib.impl(name, _adapter(torch, name, simulated[base]), key)
+            else:
+                lib.impl(name, _cann_kernel(name), key)
+
+
+def _dispatch_keys(entry: dict[str, Any]) -> tuple[str, ...]:
+    """The dispatch keys torch_npu's codegen registers an operator of the listing under: the NPU's own
+    (PrivateUse1) unless the entry names others (`dispatch:`), as an operator without a tensor argument
+    (npu_dropout_gen_mask, empty_with_format) does: the dispatcher finds no device key in its
+    arguments, so only a CompositeExplicitAutograd kernel reaches it."""
+    named = tuple(entry.get("dispatch") or ())
+    return named or ("PrivateUse1",)
 
 
 def _adapter(torch: Any, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -2,7 +2,7 @@
 
 Every file of the `torch_npu` package of the torch-npu wheel built for the installed torch's release
 (scripts/install fetches the wheel with `pip download --no-deps`) is written, unchanged, into a folder
-under the cache, except its native libraries (the .so files, lib/, include/): in their place stands
+under the cache, except its native libraries (the .so files, lib/; its C++ headers are kept): in their place stands
 simsite/torch_npu/_C, the project's torch_npu._C over the simulated device's core. The folder is keyed
 by the wheel's and the stand-ins' contents; prepare() puts it first on sys.path so `import torch_npu`
 finds it. The wheel's code is never part of this repository.
@@ -29,13 +29,14 @@ WHEEL_SPEC = f"torch-npu=={torch_npu_release()}"
 _GLOB = f"torch_npu-{torch_npu_release()}-*.whl"
 _STANDINS = Path(__file__).resolve().parent / "simsite"
 
-#: the wheel's parts that are not its Python: natives (replaced by simsite/torch_npu/_C) and C++ headers
-_NATIVE_DIRS = ("torch_npu/lib/", "torch_npu/include/")
+#: the wheel's native libraries (replaced by simsite/torch_npu/_C); its C++ headers (torch_npu/include) are
+#: taken, as the wheel installs them: torch_npu's tests and cpp extensions read them
+_NATIVE_DIRS = ("torch_npu/lib/",)
 
 
 def wheel_members(names: list[str]) -> list[str]:
-    """The wheel's files the simulated torch_npu takes: its torch_npu package less its native parts, and
-    torchnpugen (the code generator torch_npu/_inductor imports)."""
+    """The wheel's files the simulated torch_npu takes: its torch_npu package less its native libraries
+    (its headers kept), and torchnpugen (the code generator torch_npu/_inductor imports)."""
     return [n for n in names if n.startswith(("torch_npu/", "torchnpugen/")) and not n.endswith("/") and ".so" not in n.rsplit("/", 1)[-1]
             and not n.startswith(_NATIVE_DIRS)]
 
