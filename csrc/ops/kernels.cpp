@@ -113,8 +113,16 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
   const bool plain = self.layout() == c10::kStrided && layout.value_or(c10::kStrided) == c10::kStrided &&
                      !pin_memory.value_or(false) && !capture_underway();
   if (plain && to.is_cpu()) {
+    // a non-blocking copy to the host lands in pinned memory and does not synchronize, as CUDA's and
+    // torch_npu's _to_copy make it (pin_out); a blocking one goes to pageable memory
+    const at::Tensor from = cpu_view(self, false);
+    if (non_blocking) {
+      at::Tensor out = at::empty_like(from, from.options().dtype(dtype.value_or(self.scalar_type())).pinned_memory(true),
+                                      memory_format.value_or(c10::MemoryFormat::Preserve));
+      return out.copy_(from);
+    }
     synchronizing("copy");  // a device->host copy into pageable memory
-    return at::_to_copy(cpu_view(self, false), dtype, layout, to, pin_memory, false, memory_format);
+    return at::_to_copy(from, dtype, layout, to, pin_memory, false, memory_format);
   }
   if (plain && to.type() == kType && (!to.has_index() || to.index() == self.device().index())) {
     const auto index = self.device().index();

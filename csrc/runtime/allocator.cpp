@@ -33,6 +33,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -541,7 +542,18 @@ void release_pinned(void* ctx) {
   delete b;
 }
 
-struct PinnedAllocator final : c10::Allocator {
+void empty_host_blocks();
+at::HostStats host_allocator_stats();
+void reset_host_stats(bool peaks);
+
+// An at::HostAllocator, as torch_npu's caching host allocator is one (registered for its device):
+// torch.accelerator.memory.empty_host_cache and the host statistics reach it through at::getHostAllocator.
+struct PinnedAllocator final : at::HostAllocator {
+  bool record_event(void*, void*, c10::Stream) override { return true; }  // the device ran the copy as issued
+  void empty_cache() override { empty_host_blocks(); }
+  at::HostStats get_stats() override { return host_allocator_stats(); }
+  void reset_accumulated_stats() override { reset_host_stats(false); }
+  void reset_peak_stats() override { reset_host_stats(true); }
   c10::DataPtr allocate(size_t n) override {
     if (n == 0) return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
     void* p = host_taken(static_cast<int64_t>(n));
@@ -757,6 +769,7 @@ void install_allocators() {
     g_fraction[i] = 1.0;
   }
   c10::SetAllocator(kType, device_allocator(-1), /*priority=*/1);
+  at::setHostAllocator(kType, &g_pinned_allocator, /*priority=*/1);
 }
 
 }  // namespace cudashim
@@ -794,6 +807,41 @@ PinnedStats pinned_stats() {
   std::lock_guard<std::mutex> lock(g_host.mutex);
   return g_host.s;
 }
+
+namespace {
+void empty_host_blocks() { empty_host_cache(); }
+
+at::HostStats host_allocator_stats() {
+  const PinnedStats p = pinned_stats();
+  auto copy = [](at::Stat& to, const PinnedStats::Stat& from) {
+    to.current = from.current;
+    to.peak = from.peak;
+    to.allocated = from.allocated;
+    to.freed = from.freed;
+  };
+  at::HostStats out;
+  copy(out.allocations, p.allocations);
+  copy(out.allocated_bytes, p.allocated_bytes);
+  copy(out.active_requests, p.active_requests);
+  copy(out.active_bytes, p.active_bytes);
+  out.num_host_alloc = p.num_host_alloc;
+  out.num_host_free = p.num_host_free;
+  return out;
+}
+
+void reset_host_stats(bool peaks) {
+  std::lock_guard<std::mutex> lock(g_host.mutex);
+  for (PinnedStats::Stat* st : {&g_host.s.allocations, &g_host.s.allocated_bytes, &g_host.s.active_requests,
+                                &g_host.s.active_bytes}) {
+    if (peaks) {
+      st->peak = st->current;
+    } else {
+      st->allocated = st->freed = 0;
+    }
+  }
+  if (!peaks) g_host.s.num_host_alloc = g_host.s.num_host_free = 0;
+}
+}  // namespace
 
 void empty_host_cache() {
   std::vector<void*> freed;

@@ -2,7 +2,8 @@
 the simulated _C, in a child process): torch.accelerator's memory functions reach the device's
 allocator; new tensors are filled under deterministic algorithms when torch_npu's switch is on; random
 generators are graph-safe as NPUGeneratorImpl keeps them; pinned host memory is cached and a
-non-blocking copy to the host lands in it; interprocess events give handles another process opens. One child answers every part; each test reads its own."""
+non-blocking copy to the host lands in it; interprocess events give handles another process opens;
+sparse COO tensors run the operators torch_npu registers for them. One child answers every part; each test reads its own."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def accelerator():
             "differ": sorted(k for k, v in acc.items() if npu.get(k) != v),
             "info": list(torch.accelerator.get_memory_info()), "npu_info": list(torch.npu.mem_get_info()),
             "peak_reset": (torch.accelerator.reset_peak_memory_stats(), torch.accelerator.max_memory_allocated()
-                           == torch.accelerator.memory_allocated())[1]}
+                           == torch.accelerator.memory_allocated())[1],
+            "host_cache_emptied": torch.accelerator.memory.empty_host_cache() is None}
 
 
 @part
@@ -115,6 +117,21 @@ def ipc_event():
             "copied": [type(copied).__name__, str(copied.device)], "refused": refused}
 
 
+@part
+def sparse_coo():
+    i = torch.tensor([[0, 1, 1], [2, 0, 2]])
+    s = torch.sparse_coo_tensor(i, torch.tensor([3.0, 4.0, 5.0]), (2, 3), device="npu")
+    both = (s + s).coalesce()
+    refused = ""
+    try:
+        torch.exp(s)  # no sparse kernel in torch_npu
+    except RuntimeError as e:
+        refused = str(e)
+    return {"device": str(s.device), "layout": str(s.layout), "nnz": s._nnz(),
+            "indices_device": str(both.indices().device), "dense": both.to_dense().cpu().tolist(),
+            "back": torch.ones(2, 2, device="npu").to_sparse().layout == torch.sparse_coo, "refused": refused}
+
+
 print("RESULT " + json.dumps(out))
 """
 
@@ -141,6 +158,7 @@ def test_torch_accelerator_memory_api_reaches_the_npu_allocator(answers):
     assert got["missing"] == [] and got["differ"] == []  # the same statistics torch.npu.memory_stats reports
     assert got["info"][1] == got["npu_info"][1] and 0 <= got["info"][0] <= got["info"][1]
     assert got["peak_reset"]
+    assert got["host_cache_emptied"]  # torch.accelerator.memory.empty_host_cache reaches the host allocator
 
 
 def test_new_npu_tensors_are_filled_under_deterministic_algorithms(answers):
@@ -174,3 +192,18 @@ def test_interprocess_events_give_handles_another_process_can_open(answers):
     assert got["device"] == "npu:0" and got["query"]  # the device ran the recorded work as it was issued
     assert got["copied"] == ["Event", "npu:0"]
     assert "interprocess cannot be specified together with other parameters" in got["refused"]
+
+
+def test_a_non_blocking_copy_to_the_host_lands_in_pinned_memory(answers):
+    got = answers["pinned"]
+    assert "error" not in got, got
+    assert got["d2h_pinned"] and got["d2h"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_sparse_coo_tensors_run_where_torch_npu_has_kernels(answers):
+    got = answers["sparse_coo"]
+    assert "error" not in got, got  # was: "'aten::_sparse_coo_tensor_with_dims_and_tensors' is not currently supported"
+    assert got["device"] == "npu:0" and got["layout"] == "torch.sparse_coo" and got["nnz"] == 3
+    assert got["indices_device"] == "npu:0" and got["dense"] == [[0.0, 0.0, 6.0], [8.0, 0.0, 10.0]]
+    assert got["back"]
+    assert "'aten::exp' is not currently supported on the NPU backend" in got["refused"]  # torch_npu's refusal stays
