@@ -84,6 +84,22 @@ void set_observer(py::object fn) {
   if (g_memory_observer != nullptr) set_memory_observer(&call_memory_observer);
 }
 
+// the device module's mem_get_info(device) -> (free, total), asked with the GIL
+py::object* g_memory_info_fn = nullptr;
+
+std::pair<size_t, size_t> call_memory_info(c10::DeviceIndex device) {
+  py::gil_scoped_acquire gil;
+  TORCH_CHECK(g_memory_info_fn != nullptr, "cudashim: the device's memory information is not available yet");
+  auto pair = (*g_memory_info_fn)(static_cast<int>(device)).cast<std::pair<int64_t, int64_t>>();
+  return {static_cast<size_t>(pair.first), static_cast<size_t>(pair.second)};
+}
+
+void set_memory_info(py::object fn) {
+  // the previous object is kept alive: a thread may be calling it still
+  g_memory_info_fn = fn.is_none() ? nullptr : new py::object(std::move(fn));
+  set_memory_info_source(g_memory_info_fn == nullptr ? nullptr : &call_memory_info);
+}
+
 py::dict host_stats_dict() {
   const PinnedStats p = pinned_stats();
   auto stat = [](const PinnedStats::Stat& s) {
@@ -231,6 +247,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("memory_fraction", [](int i) { return memory_fraction(static_cast<c10::DeviceIndex>(i)); });
   m.def("set_reserve_on_demand", &set_reserve_on_demand);
   m.def("host_stats", &host_stats_dict);
+  m.def("set_npu_fill_uninitialized_memory", &set_npu_fill_uninitialized_memory);
+  m.def("npu_fill_uninitialized_memory", &npu_fill_uninitialized_memory);
+  m.def("set_memory_info", &set_memory_info, "fn(device) -> (free, total): what torch.accelerator.get_memory_info answers");
   m.def("set_memory_observer", &set_observer, "fn(device, event, bytes), or None; events: 0 allocated peak, "
         "1 largest request, 2 out of memory, 3 reserved peak");
   m.def("empty_host_cache", &empty_host_cache);

@@ -81,6 +81,13 @@ void set_reserve_on_demand(bool on);
 enum MemoryEvent { kAllocatedPeak = 0, kLargest = 1, kOutOfMemory = 2, kReservedPeak = 3 };
 using MemoryObserver = void (*)(c10::DeviceIndex device, int event, int64_t bytes);
 void set_memory_observer(MemoryObserver fn);  // nullptr: none
+// What c10::DeviceAllocator::getMemoryInfo (torch.accelerator.get_memory_info) answers: the device
+// module's mem_get_info(), set from Python (module.cpp), so both answer alike.
+// torch_npu's own switch of the deterministic fill of new tensors (kernels.cpp)
+void set_npu_fill_uninitialized_memory(bool on);
+bool npu_fill_uninitialized_memory();
+using MemoryInfoSource = std::pair<size_t, size_t> (*)(c10::DeviceIndex device);
+void set_memory_info_source(MemoryInfoSource fn);
 
 // host_memory_stats(): pinned memory as CUDA's caching host allocator counts it
 struct PinnedStats {
@@ -267,6 +274,26 @@ at::Tensor capture_call(const char* name, std::vector<c10::IValue> args);
 bool capture_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocking);  // true: run it now too
 at::Tensor capture_note(at::Tensor t);  // memory allocated while a capture is open is the graph's
 void register_generator(const at::Generator& g);
+// generator.cpp: random generators' state under graph capture, as CUDA's and torch_npu's keep it
+// (NPUGeneratorState: capture_epilogue, replay_prologue). During a capture a random operator draws
+// at an offset within the graph (its generator's intragraph offset for that capture), leaving the
+// generator's own offset as it was; each replay draws at the generator's offset then plus that
+// intragraph offset, and advances the generator by the whole graph's increment.
+struct RngDraw {
+  c10::intrusive_ptr<c10::intrusive_ptr_target> state;  // the generator's state (shared by graph-safe copies)
+  uint64_t offset;                                       // within the graph
+};
+// the draws of a call recorded into `capture`, one per generator argument of its schema, in order;
+// while the call runs during the capture its kernels draw numbers nobody reads
+std::vector<RngDraw> capture_draws(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+                                   c10::DeviceIndex device, uint64_t capture);
+// capture_end: each generator state that took part in `capture` with its whole-graph increment
+std::vector<std::pair<c10::intrusive_ptr<c10::intrusive_ptr_target>, uint64_t>> capture_finish(uint64_t capture);
+// replay_prologue of one state: its (seed, offset) now, its offset then advanced by `increment`
+std::pair<uint64_t, uint64_t> replay_prologue(const c10::intrusive_ptr<c10::intrusive_ptr_target>& state,
+                                              uint64_t increment);
+// the absolute (seed, offset) the next replayed call's generator arguments draw at, in order
+void set_replay_draws(std::vector<std::pair<uint64_t, uint64_t>> draws);
 // the private pool of the capture recording the calling thread's current stream, if any (none while a
 // graph replays)
 std::optional<c10::MempoolId_t> capture_pool_here(c10::DeviceIndex device);

@@ -38,9 +38,11 @@
 //    (CUDA's replay allocates nothing).
 //  * an operator's own error (a shape check) raised inside a capture leaves the capture valid: the
 //    operator launched nothing, so capture_end succeeds and the program sees that error itself.
-//  * random operators: the device's default generators are graph-safe (registered at
-//    capture_begin): each replay draws new numbers and advances them, as CUDA's Philox offsets
-//    do; another generator must be registered (register_generator) or the call raises CUDA's error.
+//  * random operators: generators are graph-safe. A capture leaves a generator's offset alone and
+//    places each random call at an offset within the graph; each replay draws at the generator's
+//    offset then plus that, and advances the generator past the whole graph, as CUDA's and torch_npu's
+//    Philox offsets do (generator.cpp). On CUDA a generator other than the default one must be
+//    registered (register_generator) or the call raises CUDA's error; torch_npu takes any generator.
 #include "shim.h"
 
 #include <algorithm>
@@ -66,6 +68,7 @@ struct Node {
   // a functional call's captured results: the replay's results are copied into them (empty when the
   // call writes its own arguments, or when it was rewritten to its out= overload at capture)
   std::vector<c10::IValue> outs;
+  std::vector<RngDraw> draws;  // where its generator arguments draw within the graph (generator.cpp)
 };
 
 std::atomic<uint64_t> g_next_uid{1};
@@ -265,6 +268,7 @@ class Graph final : public at::GraphImplInterface {
     TORCH_CHECK(open_, "Called CUDAGraph::capture_end without a preceding capture_begin");
     const std::string unjoined = unjoined_stream();
     close();
+    rng_ = capture_finish(uid_);  // capture_epilogue: each generator's whole-graph increment
     owned_.clear();
     own_tensors_.clear();
     own_storages_.clear();
@@ -309,10 +313,26 @@ class Graph final : public at::GraphImplInterface {
         --t_replaying;
       }
     } done;
+    // replay_prologue: each generator the graph draws from gives its offset now and moves past the graph
+    std::vector<std::pair<const c10::intrusive_ptr_target*, std::pair<uint64_t, uint64_t>>> bases;
+    for (const auto& [state, increment] : rng_) bases.emplace_back(state.get(), replay_prologue(state, increment));
+    struct NoDraws {
+      ~NoDraws() { set_replay_draws({}); }
+    } no_draws;
     torch::jit::Stack stack;
     for (const Node& node : nodes_) {
+      if (!node.draws.empty()) {
+        std::vector<std::pair<uint64_t, uint64_t>> at;
+        for (const RngDraw& d : node.draws) {
+          auto base = std::find_if(bases.begin(), bases.end(), [&](const auto& b) { return b.first == d.state.get(); });
+          const auto [seed, offset] = base != bases.end() ? base->second : replay_prologue(d.state, 0);
+          at.emplace_back(seed, offset + d.offset);
+        }
+        set_replay_draws(std::move(at));
+      }
       stack.assign(node.args.begin(), node.args.end());
       node.op.redispatchBoxed(keys, &stack);
+      if (!node.draws.empty()) set_replay_draws({});
       wait_for_work(stack);
       for (size_t i = 0; i < node.outs.size(); ++i) {
         if (node.outs[i].isTensor()) {
@@ -337,6 +357,8 @@ class Graph final : public at::GraphImplInterface {
 
   void reset() override {
     close();
+    if (rng_.empty() && uid_ != 0) rng_ = capture_finish(uid_);  // a capture reset while open
+    rng_.clear();
     nodes_.clear();
     own_tensors_.clear();
     own_storages_.clear();
@@ -457,6 +479,8 @@ class Graph final : public at::GraphImplInterface {
   }
 
   bool keep_graph_;
+  // the generator states the capture drew from, with their whole-graph increments
+  std::vector<std::pair<c10::intrusive_ptr<c10::intrusive_ptr_target>, uint64_t>> rng_;
   c10::DeviceIndex generator_device_ = -1;  // registered with that device's default generator
   bool retained_ = false;  // this graph is a user of pool_ (capture_begin until reset() or its end)
   bool has_capture_ = false, has_exec_ = false, debug_ = false;
@@ -484,8 +508,10 @@ class Graph final : public at::GraphImplInterface {
 std::mutex g_gen_mutex;
 std::unordered_set<const c10::GeneratorImpl*> g_registered;  // extra generators registered as graph-safe
 
+// CUDA's graphs take a generator other than the default one only once registered with them; torch_npu
+// registers any generator with the capturing graph at its first use (NPUGeneratorState::get_capture_state)
 void check_generator(const c10::IValue& v, c10::DeviceIndex device) {
-  if (!v.isGenerator()) return;
+  if (!v.isGenerator() || !is_cuda()) return;
   const c10::GeneratorImpl* g = v.toGenerator().unsafeGetGeneratorImpl();
   if (g == default_generator(device).unsafeGetGeneratorImpl()) return;
   std::lock_guard<std::mutex> lock(g_gen_mutex);
@@ -624,6 +650,7 @@ bool capture_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t base = stack->size() - n;
   Node node{op, std::vector<c10::IValue>(stack->begin() + base, stack->end()), {}};
   for (const auto& v : node.args) check_generator(v, g->device());
+  node.draws = capture_draws(schema, node.args, g->device(), g->uid());
 
   // an operator whose every return is one of the arguments it writes: recorded, not run
   bool writes_only = false;

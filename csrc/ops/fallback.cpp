@@ -308,6 +308,13 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run(op, stack);
 }
 
+// A kernel torch_npu has for sparse npu tensors (sparse.cpp): the CPU's sparse kernel on the twins,
+// without the dense operators' coverage check (torch_npu's sparse registrations are not in its table)
+void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(capturing()) && capture_boxed(op, stack)) return;
+  run(op, stack);
+}
+
 void core_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (C10_UNLIKELY(npu_coverage_active()) && npu_run_composite(op, stack)) return;
   fallback(op, stack);

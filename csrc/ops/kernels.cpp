@@ -6,6 +6,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -24,25 +25,43 @@ c10::DeviceIndex index_of(std::optional<c10::Device> device) {
   return check_index(device.has_value() ? device->index() : -1);
 }
 
+// torch.use_deterministic_algorithms(True) with torch.utils.deterministic.fill_uninitialized_memory:
+// a new tensor's memory is filled (NaN, or the integer type's largest value), as CUDA's empty and
+// torch_npu's (should_fill_empty_deterministic, TensorFactories.cpp) fill it; torch_npu asks its own
+// switch as well, which the setter of fill_uninitialized_memory turns with torch's
+// (_npu_set_fill_uninitialized_memory)
+bool g_npu_fill_uninitialized = false;
+
+at::Tensor filled_if_deterministic(at::Tensor t) {
+  if (C10_UNLIKELY(at::globalContext().deterministicAlgorithms() &&
+                   at::globalContext().deterministicFillUninitializedMemory() && (is_cuda() || g_npu_fill_uninitialized))) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                                std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
   const auto i = index_of(device);
-  return capture_note(at::detail::empty_generic(size, device_allocator(i), c10::DispatchKeySet(kKey),
-                                                c10::dtype_or_default(dtype), memory_format));
+  return filled_if_deterministic(capture_note(at::detail::empty_generic(size, device_allocator(i), c10::DispatchKeySet(kKey),
+                                                                         c10::dtype_or_default(dtype), memory_format)));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
                          std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                          std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
-  return empty_on(index_of(device), size, stride, c10::dtype_or_default(dtype));
+  return filled_if_deterministic(empty_on(index_of(device), size, stride, c10::dtype_or_default(dtype)));
 }
 
 bool on_device(const at::Tensor& t) { return t.device().type() == kType; }
 
 }  // namespace
+
+void set_npu_fill_uninitialized_memory(bool on) { g_npu_fill_uninitialized = on; }
+bool npu_fill_uninitialized_memory() { return g_npu_fill_uninitialized; }
 
 at::Tensor empty_on(c10::DeviceIndex index, c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype) {
   return capture_note(at::detail::empty_strided_generic(size, stride, device_allocator(index),
@@ -94,8 +113,16 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
   const bool plain = self.layout() == c10::kStrided && layout.value_or(c10::kStrided) == c10::kStrided &&
                      !pin_memory.value_or(false) && !capture_underway();
   if (plain && to.is_cpu()) {
+    // a non-blocking copy to the host lands in pinned memory and does not synchronize, as CUDA's and
+    // torch_npu's _to_copy make it (pin_out); a blocking one goes to pageable memory
+    const at::Tensor from = cpu_view(self, false);
+    if (non_blocking) {
+      at::Tensor out = at::empty_like(from, from.options().dtype(dtype.value_or(self.scalar_type())).pinned_memory(true),
+                                      memory_format.value_or(c10::MemoryFormat::Preserve));
+      return out.copy_(from);
+    }
     synchronizing("copy");  // a device->host copy into pageable memory
-    return at::_to_copy(cpu_view(self, false), dtype, layout, to, pin_memory, false, memory_format);
+    return at::_to_copy(from, dtype, layout, to, pin_memory, false, memory_format);
   }
   if (plain && to.type() == kType && (!to.has_index() || to.index() == self.device().index())) {
     const auto index = self.device().index();

@@ -224,11 +224,14 @@ bool npu_run_composite(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   return true;
 }
 
+void register_npu_sparse_kernels(const std::vector<std::string>& ops);  // sparse.cpp
+
 void set_npu_native(const std::vector<std::string>& names, const std::vector<std::string>& sparse) {
   native().clear();
   native().insert(names.begin(), names.end());
   sparse_native().clear();
   sparse_native().insert(sparse.begin(), sparse.end());
+  register_npu_sparse_kernels(sparse);
   g_active = true;
 }
 

@@ -101,6 +101,35 @@ void register_sparse_cpu_kernels() {
   }
 }
 
+void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);  // fallback.cpp
+
+// The simulated NPU's sparse COO tensors: the operators torch_npu registers for SparsePrivateUse1
+// (torch's device-generic sparse kernels, RegisterSparseNPU.cpp, and op-plugin's; the list comes from
+// the release's data, coverage.py) run as the cuda device's do, on the CPU twins; a COO tensor from
+// npu components is torch's own device-agnostic kernel, as torch_npu registers it. Every other
+// operator keeps torch_npu's refusal (npu_coverage.cpp's fallback for the key).
+void register_npu_sparse_kernels(const std::vector<std::string>& ops) {
+  static std::unique_ptr<torch::Library> lib;
+  if (lib || is_cuda()) return;
+  lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::SparsePrivateUse1, __FILE__,
+                                         __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const std::string& name : ops) {
+    if (name == "_sparse_coo_tensor_with_dims_and_tensors") {
+      lib->impl(name.c_str(), TORCH_FN(at::native::new_with_dims_and_tensor_sparse_symint));
+      continue;
+    }
+    if (name == "_sparse_coo_tensor_with_dims") {
+      lib->impl(name.c_str(), TORCH_FN(at::native::new_with_dims_sparse));
+      continue;
+    }
+    const auto dot = name.find('.');
+    auto h = dispatcher.findOp(c10::OperatorName("aten::" + name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1)));
+    if (!h || !h->hasSchema() || !h->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU)) continue;
+    lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
+  }
+}
+
 // the sparse keys' fallbacks, and a COO tensor from device components (sparse_coo_tensor, .to("cuda"),
 // every sparse result above); init() calls it for the cuda device only
 void register_sparse() {

@@ -33,7 +33,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
 namespace cudashim {
@@ -383,7 +385,66 @@ c10::DataPtr allocate_on(c10::DeviceIndex index, size_t n, c10::Device as) {
   return c10::DataPtr(p, p, &release, as);
 }
 
-struct DeviceAllocator final : c10::Allocator {
+// c10's DeviceStats of a device, as memory.py's MemoryTable.nested() reports them to torch.cuda /
+// torch_npu's memory_stats(), so torch.accelerator.memory_stats() answers the same
+c10::CachingDeviceAllocator::DeviceStats full_device_stats(c10::DeviceIndex device) {
+  using c10::CachingAllocator::Stat;
+  using c10::CachingAllocator::StatArray;
+  const auto i = check_index(device);
+  c10::CachingDeviceAllocator::DeviceStats out;
+  out.max_split_size = -1;
+  if (model_active()) {
+    const ModelStats m = model_stats(i);
+    StatArray* arrays[] = {&out.allocation, &out.segment, &out.active, &out.inactive_split, &out.allocated_bytes,
+                           &out.reserved_bytes, &out.active_bytes, &out.inactive_split_bytes, &out.requested_bytes};
+    for (int k = 0; k < 9; ++k) {
+      for (int p = 0; p < 3; ++p) {  // the model's pools and c10's StatType: all, small, large
+        const auto& src = m.stat[k * 3 + p];
+        Stat& dst = (*arrays[k])[p];
+        dst.current = src.current;
+        dst.peak = src.peak;
+        dst.allocated = src.allocated;
+        dst.freed = src.freed;
+      }
+    }
+    out.num_alloc_retries = m.num_alloc_retries;
+    out.num_ooms = m.num_ooms;
+    out.num_device_alloc = m.num_device_alloc;
+    out.num_device_free = m.num_device_free;
+    return out;
+  }
+  const DeviceStats s = device_stats(i);
+  auto fill = [](StatArray& a, int64_t current, int64_t peak, int64_t allocated, int64_t freed) {
+    for (int p : {0, 2}) {  // one pool (blocks are never split): everything in the large pool
+      a[p].current = current;
+      a[p].peak = peak;
+      a[p].allocated = allocated;
+      a[p].freed = freed;
+    }
+  };
+  for (StatArray* a : {&out.allocated_bytes, &out.active_bytes, &out.requested_bytes}) {
+    fill(*a, s.allocated, s.allocated_peak, s.allocated_total, s.freed_total);
+  }
+  for (StatArray* a : {&out.allocation, &out.active}) fill(*a, s.allocations, s.allocations_peak, s.num_alloc, s.num_free);
+  fill(out.reserved_bytes, s.reserved, s.reserved_peak, s.reserved_total, s.released_total);
+  fill(out.segment, s.segments, s.segments_peak, s.num_segment_alloc, s.num_segment_free);
+  out.num_ooms = g_ooms[i].load();
+  out.num_device_alloc = s.num_segment_alloc;
+  out.num_device_free = s.num_segment_free;
+  return out;
+}
+
+// (free, total) of a device as the device module answers mem_get_info() (set_memory_info_source)
+MemoryInfoSource g_memory_info = nullptr;
+
+std::pair<size_t, size_t> memory_info(c10::DeviceIndex index) {
+  TORCH_CHECK(g_memory_info != nullptr, "cudashim: the device's memory information is not available yet");
+  return g_memory_info(index);
+}
+
+// A c10::DeviceAllocator, as torch_npu's NPUCachingAllocator and CUDA's are: torch.accelerator's
+// memory functions (c10::getDeviceAllocator) reach the device's statistics through it.
+struct DeviceAllocator final : c10::DeviceAllocator {
   c10::DeviceIndex index = -1;  // -1: the calling thread's current device
   c10::DataPtr allocate(size_t n) override {
     const auto i = check_index(index);
@@ -391,6 +452,18 @@ struct DeviceAllocator final : c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
+  bool initialized() override { return true; }  // installed with the device, before any tensor
+  void emptyCache(c10::MempoolId_t) override { empty_cache(); }
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // nothing is freed early (kernels.cpp)
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return full_device_stats(device);
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    const auto i = check_index(device);
+    if (model_active()) model_reset_accumulated(i);  // without the model the totals only grow, as memory.py says
+  }
+  void resetPeakStats(c10::DeviceIndex device) override { reset_peak(device); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override { return memory_info(check_index(device)); }
 };
 
 std::array<DeviceAllocator, kMaxDevices + 1> g_device_allocators;  // [0] is "current device"
@@ -405,12 +478,13 @@ struct PinnedBlock {
   int64_t size;
 };
 
-// host_memory_stats() as CUDA's caching host allocator reports them: sizes rounded up to a power of
-// two; a freed block stays cached (counted in allocations and allocated_bytes) until a request of
-// its size takes it back or empty_host_cache() returns it. The memory itself is not cached.
+// Pinned memory is cached as CUDA's and torch_npu's caching host allocators cache it: sizes rounded
+// up to a power of two; a freed block stays cached (counted in allocations and allocated_bytes) and
+// the next request of its size takes it back, the same memory, until empty_host_cache() returns it.
 struct HostStats {
   std::mutex mutex;
   std::array<int64_t, 64> cached{};  // cached blocks per power of two
+  std::array<std::vector<void*>, 64> blocks;  // their memory
   PinnedStats s;
 } g_host;
 
@@ -426,51 +500,68 @@ void host_stat(PinnedStats::Stat& st, int64_t amount) {
   }
 }
 
-void host_taken(int64_t n) {
+// a block of n bytes (its power of two): a cached one of that size, else new memory from the host
+void* host_taken(int64_t n) {
   const int c = log2_ceil(n);
   const int64_t size = int64_t{1} << c;
-  std::lock_guard<std::mutex> lock(g_host.mutex);
-  if (g_host.cached[c] > 0) {
-    g_host.cached[c] -= 1;
-  } else {
-    host_stat(g_host.s.allocations, 1);
-    host_stat(g_host.s.allocated_bytes, size);
-    g_host.s.num_host_alloc += 1;
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_host.mutex);
+    if (g_host.cached[c] > 0) {
+      g_host.cached[c] -= 1;
+      p = g_host.blocks[c].back();
+      g_host.blocks[c].pop_back();
+    } else {
+      host_stat(g_host.s.allocations, 1);
+      host_stat(g_host.s.allocated_bytes, size);
+      g_host.s.num_host_alloc += 1;
+    }
+    host_stat(g_host.s.active_requests, 1);
+    host_stat(g_host.s.active_bytes, size);
   }
-  host_stat(g_host.s.active_requests, 1);
-  host_stat(g_host.s.active_bytes, size);
+  return p != nullptr ? p : c10::alloc_cpu(static_cast<size_t>(size));
 }
 
-void host_given_back(int64_t n) {
+void host_given_back(void* p, int64_t n) {
   const int c = log2_ceil(n);
   std::lock_guard<std::mutex> lock(g_host.mutex);
   g_host.cached[c] += 1;
+  g_host.blocks[c].push_back(p);
   host_stat(g_host.s.active_requests, -1);
   host_stat(g_host.s.active_bytes, -(int64_t{1} << c));
 }
 
 void release_pinned(void* ctx) {
   auto* b = static_cast<PinnedBlock*>(ctx);
-  host_given_back(b->size);
   {
     std::lock_guard<std::mutex> lock(g_pinned_mutex);
     g_pinned.erase(b->ptr);
   }
   g_pinned_bytes.fetch_sub(b->size);
-  c10::free_cpu(b->ptr);
+  host_given_back(b->ptr, b->size);
   delete b;
 }
 
-struct PinnedAllocator final : c10::Allocator {
+void empty_host_blocks();
+at::HostStats host_allocator_stats();
+void reset_host_stats(bool peaks);
+
+// An at::HostAllocator, as torch_npu's caching host allocator is one (registered for its device):
+// torch.accelerator.memory.empty_host_cache and the host statistics reach it through at::getHostAllocator.
+struct PinnedAllocator final : at::HostAllocator {
+  bool record_event(void*, void*, c10::Stream) override { return true; }  // the device ran the copy as issued
+  void empty_cache() override { empty_host_blocks(); }
+  at::HostStats get_stats() override { return host_allocator_stats(); }
+  void reset_accumulated_stats() override { reset_host_stats(false); }
+  void reset_peak_stats() override { reset_host_stats(true); }
   c10::DataPtr allocate(size_t n) override {
     if (n == 0) return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
-    void* p = c10::alloc_cpu(n);
+    void* p = host_taken(static_cast<int64_t>(n));
     {
       std::lock_guard<std::mutex> lock(g_pinned_mutex);
       g_pinned.insert(p);
     }
     g_pinned_bytes.fetch_add(static_cast<int64_t>(n));
-    host_taken(static_cast<int64_t>(n));
     return c10::DataPtr(p, new PinnedBlock{p, static_cast<int64_t>(n)}, &release_pinned, c10::Device(c10::kCPU));
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
@@ -678,6 +769,7 @@ void install_allocators() {
     g_fraction[i] = 1.0;
   }
   c10::SetAllocator(kType, device_allocator(-1), /*priority=*/1);
+  at::setHostAllocator(kType, &g_pinned_allocator, /*priority=*/1);
 }
 
 }  // namespace cudashim
@@ -701,6 +793,7 @@ double memory_fraction(c10::DeviceIndex index) {
 }
 int64_t num_ooms(c10::DeviceIndex index) { return g_ooms[check_index(index)].load(); }
 void set_reserve_on_demand(bool on) { g_reserve_on_demand = on; }
+void set_memory_info_source(MemoryInfoSource fn) { g_memory_info = fn; }
 void set_memory_observer(MemoryObserver fn) {
   for (int i = 0; i < kMaxDevices; ++i) g_seen_allocated[i] = g_seen_reserved[i] = g_seen_largest[i] = 0;
   g_observer = fn;
@@ -715,16 +808,57 @@ PinnedStats pinned_stats() {
   return g_host.s;
 }
 
-void empty_host_cache() {
+namespace {
+void empty_host_blocks() { empty_host_cache(); }
+
+at::HostStats host_allocator_stats() {
+  const PinnedStats p = pinned_stats();
+  auto copy = [](at::Stat& to, const PinnedStats::Stat& from) {
+    to.current = from.current;
+    to.peak = from.peak;
+    to.allocated = from.allocated;
+    to.freed = from.freed;
+  };
+  at::HostStats out;
+  copy(out.allocations, p.allocations);
+  copy(out.allocated_bytes, p.allocated_bytes);
+  copy(out.active_requests, p.active_requests);
+  copy(out.active_bytes, p.active_bytes);
+  out.num_host_alloc = p.num_host_alloc;
+  out.num_host_free = p.num_host_free;
+  return out;
+}
+
+void reset_host_stats(bool peaks) {
   std::lock_guard<std::mutex> lock(g_host.mutex);
-  for (int c = 0; c < 64; ++c) {
-    const int64_t k = g_host.cached[c];
-    if (k == 0) continue;
-    host_stat(g_host.s.allocations, -k);
-    host_stat(g_host.s.allocated_bytes, -(k << c));
-    g_host.s.num_host_free += k;
-    g_host.cached[c] = 0;
+  for (PinnedStats::Stat* st : {&g_host.s.allocations, &g_host.s.allocated_bytes, &g_host.s.active_requests,
+                                &g_host.s.active_bytes}) {
+    if (peaks) {
+      st->peak = st->current;
+    } else {
+      st->allocated = st->freed = 0;
+    }
   }
+  if (!peaks) g_host.s.num_host_alloc = g_host.s.num_host_free = 0;
+}
+}  // namespace
+
+void empty_host_cache() {
+  std::vector<void*> freed;
+  {
+    std::lock_guard<std::mutex> lock(g_host.mutex);
+    for (int c = 0; c < 64; ++c) {
+      const int64_t k = g_host.cached[c];
+      if (k == 0) continue;
+      host_stat(g_host.s.allocations, -k);
+      host_stat(g_host.s.allocated_bytes, -(k << c));
+      g_host.s.num_host_free += k;
+      g_host.cached[c] = 0;
+      freed.insert(freed.end(), g_host.blocks[c].begin(), g_host.blocks[c].end());
+      g_host.blocks[c].clear();
+    }
+  }
+  for (void* p : freed) c10::free_cpu(p);
 }
 
 }  // namespace cudashim

@@ -17,7 +17,16 @@ y.add_(1)                          # the copy is not the CPU tensor
 back = y.cpu()
 back.mul_(10)                      # nor is the copy back the device tensor
 import torch_npu
+
+
+@torch.jit.script  # transfer_to_npu wraps torch.jit.script and reads torch_npu.utils._dynamo.use_jit_script
+def scaled(t: torch.Tensor, k: float) -> torch.Tensor:
+    return t * k + 1.0
+
+
+_, jvp = torch.autograd.functional.jvp(lambda t: t * t, y, torch.ones_like(y))
 print(json.dumps({
+    "scripted": scaled(y, 2.0).cpu().tolist(), "jvp": jvp.cpu().tolist(),
     "y": str(y.device), "z": str(z.device), "is_cuda": y.is_cuda, "is_npu": y.is_npu,
     "x_untouched": x.tolist(), "y": y.cpu().tolist(), "back": back.tolist(),
     "count": torch.cuda.device_count(), "npu_count": torch.npu.device_count(),
@@ -43,6 +52,8 @@ def test_npu_tensors_copies_and_transfer_to_npu():
     assert got["x_untouched"] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
     assert got["back"] == [[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]]
     assert got["mm"] == [[14.0, 32.0], [32.0, 77.0]]
+    assert got["scripted"] == [[3.0, 5.0, 7.0], [9.0, 11.0, 13.0]]  # torch.jit.script runs through the shim
+    assert got["jvp"] == [[2.0, 4.0, 6.0], [8.0, 10.0, 12.0]]  # torch's autograd.functional scripts helpers too
     assert got["z"] == "npu:1" and got["is_cuda"] is True and got["is_npu"] is True
     assert got["count"] == got["npu_count"] == 2
     assert "simulated" in got["name"]

@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RELEASES", "release_file", "TABLE_PATH", "CHECKS_PATH", "table", "dtype_checks", "native_since", "status", "refusal", "install", "Status"]
+__all__ = ["RELEASES", "release_file", "TABLE_PATH", "CHECKS_PATH", "SPARSE_PATH", "table", "sparse_table", "dtype_checks", "native_since", "status", "refusal", "install", "Status"]
 
 from ..._torch_compat import release, torch_npu_release
 
@@ -45,6 +45,7 @@ def release_file(name: str, npu_release: str | None = None) -> Path:
 
 TABLE_PATH = release_file("torch_npu_ops.json")
 CHECKS_PATH = release_file("torch_npu_dtype_checks.json")
+SPARSE_PATH = release_file("torch_npu_sparse.json")
 
 Status = str  # "native" | "composite" | "fallback" | "fails"
 
@@ -68,6 +69,13 @@ _COMPOSITE_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "Co
 def table() -> dict[str, Any]:
     """The committed table: {"ops": {name: since | None}, "sparse": [...], "sources": [...], ...}."""
     return json.loads(TABLE_PATH.read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def sparse_table() -> dict[str, Any]:
+    """The committed list of aten operators torch_npu registers for sparse COO npu tensors
+    (SparsePrivateUse1: torch's device-generic sparse kernels; scripts/npu_sparse_table.py)."""
+    return json.loads(SPARSE_PATH.read_text())
 
 
 @functools.lru_cache(maxsize=1)
@@ -159,7 +167,9 @@ def install(core: Any) -> None:
     """The core's fallback follows the table and torch_npu's dtype checks from now on (the simulated NPU's
     start, before any operator)."""
     t = table()
-    core.set_npu_native(sorted(t["ops"]) + list(SIMULATOR_OPS) + list(STAND_INS), sorted(t["sparse"]))
+    # sparse COO npu tensors: op-plugin's sparse kernels and torch's device-generic ones torch_npu registers
+    core.set_npu_native(sorted(t["ops"]) + list(SIMULATOR_OPS) + list(STAND_INS),
+                        sorted(set(t["sparse"]) | set(sparse_table()["ops"])))
     import torch
 
     core.set_npu_dtype_checks(_compiled(torch), dtype_checks()["run_whole"])

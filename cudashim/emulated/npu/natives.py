@@ -615,7 +615,6 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_setOption": set_option, "_npu_getOption": get_option,
         "_npu_set_deterministic_level": lambda level: state.__setitem__("deterministic", int(level)),
         "_npu_get_deterministic_level": lambda: state["deterministic"],
-        "_npu_set_fill_uninitialized_memory": lambda flag: state.__setitem__("fill_uninit", bool(flag)),
         "_npu_set_sync_debug_mode": lambda mode: dm.set_sync_debug_mode(mode),
         "_npu_get_sync_debug_mode": lambda: dm.get_sync_debug_mode(),
         "_npu_set_task_queue_enable": set_task_queue,
@@ -659,7 +658,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         return dm.index(i)
 
     ns.update({
-        "_npu_memoryStats": lambda device: mem.nested(unpack(device)),
+        "_npu_memoryStats": lambda device: dict(mem.nested(unpack(device)), num_oom_rejections=0),
         "_npu_resetAccumulatedMemoryStats": lambda device: mem.reset_accumulated_memory_stats(unpack(device)),
         "_npu_resetPeakMemoryStats": lambda device: mem.reset_peak_memory_stats(unpack(device)),
         "_npu_emptyCache": lambda *a: mem.empty_cache(),
@@ -767,9 +766,92 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
     for init in ("_profiler_init", "_c10d_npu_init", "_cd_init", "_logging_init", "_flops_count_init", "_npurt_init"):
         ns[init] = lambda: None
 
+    ns.update(_native_semantics(torch, core, dm, ns["_NPUEventBase"]))
     for name, what in NEEDS_CANN["_C"].items():
         ns.setdefault(name, _cann_required(f"_C.{name}", what))
     return ns
+
+
+# ---------------------------------------------------------------- native semantics kept in the core
+
+
+#: sizeof(aclrtIpcEventHandle): the bytes an event's IPC handle has
+IPC_EVENT_HANDLE_SIZE = 64
+_IPC_MAGIC = b"cudashim-npu-ipc-event\0"
+
+
+def _ipc_events(torch: Any, core: Any, event_base: type) -> None:
+    """Interprocess events (THNPEvent's interprocess flag, ipc_handle, from_ipc_handle; NPUEvent.cpp).
+    The simulated device runs each call as it is issued, so an event recorded in one process has
+    completed before any other process can hold its handle: an event opened from a handle is an event
+    of the device named, complete until recorded, as the exporter's is. The handle carries the
+    exporter's process and event, in aclrtIpcEventHandle's size."""
+    plain_new = event_base.__new__
+
+    def __new__(cls: Any, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                graph_external: bool = False, **kwargs: Any) -> Any:
+        if interprocess and (enable_timing or graph_external):
+            # ACL_EVENT_IPC cannot be combined with another flag (THNPEvent_pynew)
+            raise RuntimeError("Parameter interprocess cannot be specified together with other parameters."
+                               + _pta("ERR00007", "feature not supported"))
+        self = plain_new(cls, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess,
+                         graph_external=graph_external, **kwargs)
+        self._interprocess = bool(interprocess)
+        self._ipc_device = None
+        return self
+
+    def ipc_handle(self: Any) -> bytes:
+        if self._ipc_device is None:  # created on the current stream's device, as NPUEvent::ipc_handle does
+            self._ipc_device = int(core.current_device())
+        body = _IPC_MAGIC + int(os.getpid()).to_bytes(8, "little") + id(self).to_bytes(8, "little") + \
+            int(self._ipc_device).to_bytes(2, "little")
+        return body.ljust(IPC_EVENT_HANDLE_SIZE, b"\0")
+
+    def from_ipc_handle(cls: Any, device: Any, handle: Any) -> Any:
+        dev = torch.device("npu", device) if isinstance(device, int) else torch.device(device)
+        data = bytes(handle) if not isinstance(handle, str) else handle.encode("latin-1")
+        if len(data) != IPC_EVENT_HANDLE_SIZE:
+            raise RuntimeError(f"aclrtIpcEventHandle expects byte-like object of size {IPC_EVENT_HANDLE_SIZE}, but got "
+                               f"{len(data)}" + _pta("ERR00001", "parameter error"))
+        if dev.type != "npu":
+            raise RuntimeError(f"Event can only be created on PrivateUse1 devices, but got device type {dev.type}"
+                               + _pta("ERR00001", "parameter error"))
+        if not data.startswith(_IPC_MAGIC):
+            raise RuntimeError("aclrtIpcOpenEventHandle: the handle is no event's handle exported by the simulated NPU"
+                               + _pta("ERR00001", "parameter error"))
+        self = cls.__new__(cls, interprocess=True)
+        self._ipc_device = dev.index if dev.index is not None else int(core.current_device())
+        return self
+
+    def device(self: Any) -> Any:
+        index = self._ipc_device if getattr(self, "_ipc_device", None) is not None else int(core.current_device())
+        return torch.device("npu", index)
+
+    event_base.__new__ = __new__  # type: ignore[method-assign]
+    event_base.ipc_handle = ipc_handle  # type: ignore[attr-defined]
+    event_base.from_ipc_handle = classmethod(from_ipc_handle)  # type: ignore[attr-defined]
+    event_base.device = property(device)  # type: ignore[attr-defined]
+
+
+def _native_semantics(torch: Any, core: Any, dm: Any, event_base: type) -> dict[str, Any]:
+    """What torch_npu's C++ does below its Python bindings, done by the simulated device's core:
+
+    * its caching allocator is a c10::DeviceAllocator, so torch.accelerator's memory functions
+      (memory_stats, get_memory_info, ...) reach it; the core's device allocator is one too
+      (csrc/runtime/allocator.cpp), its statistics those torch.npu reports, and get_memory_info asks
+      the same source as torch.npu.mem_get_info (aclrtGetMemInfo);
+    * its empty tensors are filled under torch.use_deterministic_algorithms(True) when both torch's
+      fill_uninitialized_memory and torch_npu's own switch (turned by the wheel's setter of the former)
+      are on (should_fill_empty_deterministic, TensorFactories.cpp): the switch lives in the core,
+      which makes the tensors;
+    * interprocess events (_ipc_events).
+    """
+    core.set_memory_info(lambda device: _free_total(dm, core, int(device)))
+    _ipc_events(torch, core, event_base)
+    return {
+        "_npu_set_fill_uninitialized_memory": lambda flag: core.set_npu_fill_uninitialized_memory(bool(flag)),
+        "_npu_get_fill_uninitialized_memory": lambda: bool(core.npu_fill_uninitialized_memory()),
+    }
 
 
 def settings_from_env(environ: Any) -> None:
