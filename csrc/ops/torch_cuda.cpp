@@ -11,7 +11,8 @@
 // and a table that asks "has the device a kernel for this" does not count the replaced ones.
 //
 // Kernels every build of torch registers for the CUDA key stay: c10d's device-generic collectives
-// (collectives.cpp replaces them on both builds) and those registered from Python (torch._native's).
+// (collectives.cpp replaces them on both builds) and those registered from Python (torch._native's),
+// except where such a Python kernel lies over one of torch's CUDA backend: it calls that kernel.
 // Decided by probing: torch's CUDA backend is there when its CUDA hooks are (hooks.cpp, before it
 // replaces them); on a CPU build nothing here runs.
 #include "call.h"
@@ -104,6 +105,25 @@ bool every_build(const std::string& file) {
   return ends_with(file, ".py") || ends_with(file, "/c10d/Ops.cpp");
 }
 
+// torch's CUDA backend registered a kernel in `key`'s slot of `op`, whether it is the active one or lies
+// under a Python override: torch._native's routers sit on top of the CUDA kernel and call it (the kernel
+// they captured when torch loaded) for every input their own accelerated path declines, so the slot
+// needs the stand-in as much as one whose active kernel is torch's
+bool torch_cuda_registered(const c10::OperatorHandle& op, c10::DispatchKey key) {
+  const std::string state = op.dumpState();
+  const std::string name(c10::toString(key));
+  for (const std::string& head : {"\n" + name + ": registered at ", "\n" + name + " (inactive): registered at "}) {
+    for (auto at = state.find(head); at != std::string::npos; at = state.find(head, at + 1)) {
+      const auto begin = at + head.size();
+      const auto colon = state.find(':', begin);
+      if (!every_build(state.substr(begin, colon == std::string::npos ? std::string::npos : colon - begin))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 struct Mute final : c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
@@ -114,7 +134,7 @@ void replace_for(std::vector<std::unique_ptr<torch::Library>>& libs) {
   std::unordered_map<std::string, torch::Library*> by_ns;
   for (const auto& name : dispatcher.getAllOpNames()) {
     auto h = dispatcher.findOp(name);
-    if (!h || !h->hasSchema() || !h->hasKernelForDispatchKey(Key) || every_build(registered_from(*h, Key))) continue;
+    if (!h || !h->hasSchema() || !h->hasKernelForDispatchKey(Key) || !torch_cuda_registered(*h, Key)) continue;
     const auto sep = name.name.find("::");
     if (sep == std::string::npos) continue;
     const std::string ns = name.name.substr(0, sep);
@@ -127,6 +147,31 @@ void replace_for(std::vector<std::unique_ptr<torch::Library>>& libs) {
     lib->impl(op.c_str(), stand_in<Key>(*h));
     replaced().push_back({name, Key});
     replaced_index().insert(index_of(name, Key));
+  }
+}
+
+// Composite kernels that call a DispatchStub themselves: the stub picks its kernel by the tensors' device
+// type, so on a CUDA build the composite reaches torch's CUDA kernel without passing the CUDA key, and no
+// slot above names it (the dispatcher cannot list these; the op_db sweep on a CUDA build finds them). The
+// device's fallback takes the CUDA slot: the CPU's composite, whose stub is the CPU's.
+constexpr const char* kStubCallers[] = {"aten::ldexp.Tensor", "aten::ldexp.out", "aten::ldexp_"};
+
+void replace_stub_callers(std::vector<std::unique_ptr<torch::Library>>& libs) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const char* qualified : kStubCallers) {
+    const std::string full(qualified);
+    const auto sep = full.find("::"), dot = full.find('.');
+    const std::string name = full.substr(0, dot), overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+    auto h = dispatcher.findOp({name, overload});
+    if (!h || !h->hasSchema() || h->hasKernelForDispatchKey(c10::DispatchKey::CUDA) ||
+        !h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      continue;  // another release's operator, or one whose CUDA slot replace_for already took
+    }
+    libs.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, full.substr(0, sep), c10::DispatchKey::CUDA,
+                                                    __FILE__, __LINE__));
+    libs.back()->impl(full.substr(sep + 2).c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
+    replaced().push_back({h->operator_name(), c10::DispatchKey::CUDA});
+    replaced_index().insert(index_of(h->operator_name(), c10::DispatchKey::CUDA));
   }
 }
 
@@ -144,6 +189,7 @@ int64_t replace_torch_cuda_kernels() {
   replace_for<c10::DispatchKey::SparseCsrCUDA>(libs);
   replace_for<c10::DispatchKey::QuantizedCUDA>(libs);
   replace_for<c10::DispatchKey::NestedTensorCUDA>(libs);
+  replace_stub_callers(libs);
   static_assert(sizeof(kTorchCudaKeys) / sizeof(kTorchCudaKeys[0]) == 5, "one replace_for per key above");
   return static_cast<int64_t>(replaced().size());
 }

@@ -9,6 +9,11 @@ A CPU wheel has the CUDA device type and dispatch key, but some Python entry poi
 * `torch._C._scatter / _gather / _broadcast*` (torch/csrc/cuda/comm.cpp), which nn.DataParallel
   and torch.nn.parallel.comm call.
 
+One CUDA entry point has no behaviour the device can give on either build: torch.cuda.jiterator's
+`torch._C._cuda_jiterator_compile_and_launch_kernel` compiles the program's CUDA C++ with NVRTC and
+launches it on a GPU (a CPU build lacks it; a CUDA build's asks the driver that is not there). It raises
+the CapabilityError naming the jiterator and the way out.
+
 Each is given CUDA's observable behaviour with the device's own tensors: storages from the device's
 allocator, chunks copied to each device, outputs on the device asked for (CPU for -1).
 """
@@ -20,6 +25,8 @@ from typing import Any, Callable, Sequence
 from .. import _torch_compat
 
 __all__ = ["bind", "alias_class"]
+
+_JITERATOR = "_cuda_jiterator_compile_and_launch_kernel"
 
 _LEGACY = ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor",
            "ShortTensor", "IntTensor", "LongTensor", "BoolTensor")
@@ -135,6 +142,14 @@ def _comm(torch: Any) -> dict[str, Any]:
                                       _gather, _gather_out)}
 
 
+def _jiterator_refusal(*args: Any, **kwargs: Any) -> Any:
+    from ..errors import CapabilityError
+
+    raise CapabilityError("torch.cuda.jiterator is not available on the emulated cuda device: it compiles CUDA C++ "
+                          "with NVRTC and launches it on a GPU; write the elementwise function with torch operators "
+                          "(torch.compile fuses them) or as a Triton kernel")
+
+
 def bind(bindings: Any, torch: Any, index: Callable[[Any], int]) -> None:
     """Bind the CPU build's missing CUDA entry points (restorable bindings); index checks a device."""
     bindings.bind(torch.UntypedStorage, "__new__", _storage_new(torch, index))
@@ -143,6 +158,8 @@ def bind(bindings: Any, torch: Any, index: Callable[[Any], int]) -> None:
     for name, fn in _comm(torch).items():
         if _torch_compat.binds_over_cuda_entry(torch, name):
             bindings.bind(torch._C, name, fn, f"torch.nn.parallel.comm ({name})", "emulated")
+    if _torch_compat.binds_over_cuda_entry(torch, _JITERATOR):
+        bindings.bind(torch._C, _JITERATOR, _jiterator_refusal, "torch.cuda.jiterator", "emulated")
     if _torch_compat.cuda_build(torch):
         # a CUDA build has cuDNN loaded; the device has none, and its CUDA kernels are the CPU's: nn.LSTM's
         # flatten_parameters and the other cuDNN paths that ask torch.backends.cudnn stay off, as on a CPU build

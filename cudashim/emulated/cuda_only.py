@@ -37,6 +37,7 @@ KERNELS = {
     "_efficient_attention_backward": "memory-efficient attention's gradients (and the bias's)",
     "_scaled_dot_product_efficient_attention": "SDPA's memory-efficient operator over _efficient_attention_forward",
     "_scaled_dot_product_efficient_attention_backward": "its backward over _efficient_attention_backward",
+    "_fused_rms_norm_backward": "CUDA's fused RMSNorm backward (F.rms_norm's gradient on cuda), torch's own formula",
 }
 
 # implemented by the native core (csrc/ops), file named
@@ -87,7 +88,6 @@ REFUSED: list[tuple[str, str]] = [
     ("baddbmm.dtype", "cuBLAS's out_dtype product; widen the factors with .float() and call baddbmm"),
     ("bmm.dtype", "cuBLAS's out_dtype product; widen the factors with .float() and call bmm"),
     ("addmm.dtype", "cuBLAS's out_dtype product; widen the factors with .float() and call addmm"),
-    ("_fused_rms_norm_backward", "CUDA's fused RMSNorm backward; call F.rms_norm (its composite trains on the device)"),
 ]
 
 
@@ -145,7 +145,8 @@ def register(torch: Any) -> None:
              "_efficient_attention_forward": k.efficient_forward,
              "_efficient_attention_backward": k.efficient_backward,
              "_scaled_dot_product_efficient_attention": k.sdpa_efficient,
-             "_scaled_dot_product_efficient_attention_backward": k.sdpa_efficient_backward}
+             "_scaled_dot_product_efficient_attention_backward": k.sdpa_efficient_backward,
+             "_fused_rms_norm_backward": k.fused_rms_norm_backward}
     for row in listed():
         op = row["op"]
         name, _, overload = op.partition(".")

@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 __all__ = ["flash_forward", "flash_backward", "flash_forward_into", "efficient_forward", "efficient_backward",
-           "sdpa_efficient", "sdpa_efficient_backward"]
+           "sdpa_efficient", "sdpa_efficient_backward", "fused_rms_norm_backward"]
 
 
 def _refuse_dropout(op: str, p: float) -> None:
@@ -324,6 +324,17 @@ def sdpa_efficient_backward(grad_out_: Any, query: Any, key: Any, value: Any, at
                                         query.shape[2], key.shape[2], logsumexp, dropout_p, philox_seed,
                                         philox_offset, 1 if is_causal else 0, bias_grad, scale=scale)
     return t(dq), t(dk), t(dv), db if bias_grad else None
+
+
+def fused_rms_norm_backward(grad_out: Any, input: Any, normalized_shape: Any, rstd: Any, weight: Any,
+                            output_mask: Any) -> tuple[Any, Any]:
+    """CUDA's fused RMSNorm backward, which F.rms_norm's autograd reaches wherever torch sends a cuda
+    tensor through aten::_fused_rms_norm: torch's own decomposition of it (the formula Inductor compiles
+    for CUDA, in float32 for half inputs as CUDA's kernel accumulates). An output the mask leaves out is
+    None, as CUDA's kernel leaves it undefined."""
+    from torch._decomp.decompositions import _fused_rms_norm_backward
+
+    return _fused_rms_norm_backward(grad_out, input, list(normalized_shape), rstd, weight, list(output_mask))
 
 
 def _unsupported(op: str, **given: Any) -> None:

@@ -60,3 +60,30 @@ def test_every_listed_operator_has_a_device_kernel_or_names_its_refusal() -> Non
         op = label.split()[0]
         assert said.startswith("CapabilityError") and f"aten::{op}" in said, (label, said)
         assert "'CPU' backend" not in said, (label, said)  # never the CPU's words
+
+
+_RMS_NORM = """
+import json, torch, torch.nn.functional as F
+torch.manual_seed(0)
+out = {}
+for dt in (torch.float32, torch.bfloat16):
+    x, w, g = torch.randn(4, 8, dtype=dt), torch.randn(8, dtype=dt), torch.randn(4, 8, dtype=dt)
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    ref = torch.autograd.grad(F.rms_norm(xc, (8,), wc, 1e-6), (xc, wc), g)  # the CPU's composite's gradient
+    _, rstd = torch.ops.aten._fused_rms_norm(x.cuda(), [8], w.cuda(), 1e-6)
+    got = torch.ops.aten._fused_rms_norm_backward(g.cuda(), x.cuda(), [8], rstd, w.cuda(), [True, True])
+    torch.testing.assert_close([t.cpu() for t in got], list(ref))
+    only_input = torch.ops.aten._fused_rms_norm_backward(g.cuda(), x.cuda(), [8], rstd, w.cuda(), [True, False])
+    out[str(dt)] = [got[0].device.type, only_input[1] is None]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(REAL_CUDA, reason="the device's kernel (CUDA has its own)")
+def test_fused_rms_norm_backward_gives_the_composites_gradients() -> None:
+    # torch 2.15's F.rms_norm sends a cuda tensor through aten::_fused_rms_norm, whose autograd formula
+    # calls this CUDA-only operator: without a kernel every program training with F.rms_norm stops there
+    proc = run_python(["-c", _RMS_NORM])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"torch.float32": ["cuda", True], "torch.bfloat16": ["cuda", True]}
