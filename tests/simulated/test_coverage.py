@@ -1,6 +1,6 @@
 """torch_npu's operator table on the simulated NPU: operators outside it take torch_npu's CPU fallback,
 with its warning (once per operator), its refusal under TORCH_NPU_FALLBACK_CPU_DISABLE=1, and its
-failures (no CPU kernel; sparse tensors). The expected words are torch_npu's own
+failures (no CPU kernel; a sparse operator torch_npu registers no kernel for). The expected words are torch_npu's own
 (torch_npu/csrc/aten/VariableFallbackKernel.cpp, framework/utils/CpuFallbackUtils.h)."""
 
 from __future__ import annotations
@@ -33,8 +33,10 @@ try:
     torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, None, False)
 except Exception as e:
     out["efficient"] = [type(e).__name__, str(e).splitlines()[0]]
+s = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.tensor([1., 2.]), (2, 2), device="npu")
+out["sparse_sum"] = torch.sparse.sum(s).item()  # torch_npu registers a sparse kernel for sum
 try:
-    torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.tensor([1., 2.]), (2, 2), device="npu")
+    torch.sparse.softmax(s, 0)  # and none for _sparse_softmax
 except Exception as e:
     out["sparse"] = [type(e).__name__, str(e).splitlines()[0]]
 print(json.dumps(out))
@@ -72,9 +74,10 @@ def test_no_cpu_kernel_fails_as_the_npus_fallback_does():
     assert "Could not run 'aten::_scaled_dot_product_efficient_attention' with arguments from the 'CPU' backend" in msg
 
 
-def test_sparse_npu_tensors_raise_torch_npus_error():
+def test_sparse_npu_tensors_run_torch_npus_kernels_and_raise_its_error_elsewhere():
     got, _ = _plain()
-    assert got["sparse"] == ["RuntimeError", "CAUTION: The operator 'aten::_sparse_coo_tensor_with_dims_and_tensors' "
+    assert got["sparse_sum"] == 3.0
+    assert got["sparse"] == ["RuntimeError", "CAUTION: The operator 'aten::_sparse_softmax' "
                                              "is not currently supported on the NPU backend."]
 
 
