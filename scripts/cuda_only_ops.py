@@ -9,6 +9,10 @@ An operator is CUDA-only when its `dispatch:` names CUDA and none of CPU and the
 (CompositeExplicitAutograd, CompositeExplicitAutogradNonFunctional, CompositeImplicitAutograd): a
 program calling it on the device would otherwise reach the CPU's missing kernel. The yaml is the
 installed torch's own (torchgen/packaged/ATen/native/native_functions.yaml), or --yaml PATH.
+
+The list keeps one entry per supported torch release (major.minor), each written by that release's
+interpreter (`--write` replaces only the installed release's entry; `--check` compares it): the device
+registers the union, since an operator another release lists is skipped where this torch lacks it.
 """
 
 from __future__ import annotations
@@ -44,25 +48,33 @@ def cuda_only(yaml_text: str) -> list[dict[str, object]]:
     return rows
 
 
-def listing(yaml_path: Path) -> str:
+def listing(yaml_path: Path, current: dict[str, object]) -> str:
+    """The list with the installed torch release's entry made from yaml_path, the other releases' kept."""
     import torch
 
-    data = {"source": "torchgen/packaged/ATen/native/native_functions.yaml", "torch": torch.__version__.split("+")[0],
-            "operators": cuda_only(yaml_path.read_text())}
+    version = torch.__version__.split("+")[0]
+    releases = dict(current.get("releases") or {})
+    releases[".".join(version.split(".")[:2])] = {"torch": version, "operators": cuda_only(yaml_path.read_text())}
+    data = {"source": "torchgen/packaged/ATen/native/native_functions.yaml",
+            "releases": dict(sorted(releases.items(), key=lambda kv: tuple(map(int, kv[0].split(".")))))}
     return json.dumps(data, indent=1) + "\n"
 
 
-def table(rows: list[dict[str, object]]) -> str:
-    from cudashim.emulated.cuda_only import decision
+def table(data: dict[str, object]) -> str:
+    sys.path.insert(0, str(REPO))
+    from cudashim.emulated.cuda_only import decision, union
 
+    releases = list(data["releases"])  # type: ignore[arg-type]
+    rows = union(data)
     kernels = sum(decision(str(r["op"]))[0] == "kernel" for r in rows)
-    lines = [f"{len(rows)} operators; {kernels} with a kernel on the device, {len(rows) - kernels} refused with a "
-             "CapabilityError naming the operator and the way out.", "",
-             "| operator | CUDA's keys | on the device |", "|---|---|---|"]
+    lines = [f"{len(rows)} operators over torch {', '.join(releases)}; {kernels} with a kernel on the device, "
+             f"{len(rows) - kernels} refused with a CapabilityError naming the operator and the way out.", "",
+             "| operator | CUDA's keys | torch | on the device |", "|---|---|---|---|"]
     for r in rows:
         what, why = decision(str(r["op"]))
         cell = f"kernel: {why}" if what == "kernel" else f"CapabilityError: {why}"
-        lines.append(f"| `{r['op']}` | {', '.join(map(str, r['keys']))} | {cell.replace('|', '/')} |")
+        where = "all" if r["releases"] == releases else ", ".join(r["releases"])
+        lines.append(f"| `{r['op']}` | {', '.join(map(str, r['keys']))} | {where} | {cell.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -73,14 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", action="store_true")
     ap.add_argument("--yaml", type=Path, default=None)
     a = ap.parse_args(argv)
-    text = listing(a.yaml or _yaml_path())
-    rows = json.loads(text)["operators"]
+    text = listing(a.yaml or _yaml_path(), json.loads(LIST.read_text()) if LIST.is_file() else {})
     doc = DOC.read_text()
     block = BLOCK.search(doc)
     if block is None:
         print(f"{DOC}: no <!-- cuda-only:begin --> block", file=sys.stderr)
         return 1
-    new_doc = doc[: block.start(2)] + table(rows) + doc[block.end(2):]
+    new_doc = doc[: block.start(2)] + table(json.loads(text)) + doc[block.end(2):]
     if a.write:
         LIST.write_text(text)
         DOC.write_text(new_doc)

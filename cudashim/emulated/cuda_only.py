@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["KERNELS", "CORE_KERNELS", "REFUSED", "listed", "decision", "register"]
+__all__ = ["KERNELS", "CORE_KERNELS", "REFUSED", "listed", "union", "decision", "register"]
 
 _LIST = Path(__file__).with_name("cuda_only_ops.json")
 
@@ -76,6 +76,7 @@ REFUSED: list[tuple[str, str]] = [
     ("_cslt_", "cuSPARSELt's 2:4 sparse matrix product; keep the weight dense (to_dense()) on the device"),
     ("_sparse_semi_structured", "CUTLASS's 2:4 sparse kernels; keep the weight dense on the device"),
     ("_to_sparse_semi_structured", "2:4 sparse compression (CUTLASS); keep the weight dense on the device"),
+    ("_scaled_addmm", "cuBLASLt's FP8 scaled addmm; dequantize the factors and call addmm"),
     ("_mixed_dtypes_linear", "CUTLASS's mixed-dtype linear; dequantize the weight and call F.linear"),
     ("_scaled_grouped_mm", "FP8 grouped matrix products (CUTLASS/cuBLASLt); dequantize and call torch._grouped_mm"),
     ("_convert_weight_to_int4pack", "tinygemm's int4 packing (a GPU layout); call the _for_cpu variant on a CPU tensor"),
@@ -91,9 +92,20 @@ REFUSED: list[tuple[str, str]] = [
 ]
 
 
+def union(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every operator some supported release lists, in the newest release's order then older ones' (name.overload,
+    the keys of the newest release listing it, and the releases that list it)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for release, entry in reversed(list(data["releases"].items())):
+        for r in entry["operators"]:
+            rows.setdefault(r["op"], {"op": r["op"], "keys": r["keys"], "releases": []})["releases"].insert(0, release)
+    return list(rows.values())
+
+
 def listed() -> list[dict[str, Any]]:
-    """The generated list: each CUDA-only operator (name.overload) and the dispatch keys it has."""
-    return json.loads(_LIST.read_text())["operators"]
+    """The generated list (cuda_only_ops.json): each operator only CUDA implements in some supported torch
+    release, with its dispatch keys; register skips those the installed torch does not have."""
+    return union(json.loads(_LIST.read_text()))
 
 
 def decision(op: str) -> tuple[str, str]:
