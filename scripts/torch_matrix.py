@@ -33,9 +33,8 @@ from _results import commit, host  # noqa: E402
 __all__ = ["SLICE", "main"]
 
 #: the representative slice: everything of tests/unit, the emulated device's own tests (with its takeover
-#: of a CUDA build's kernels, which only another torch's registrations can break, and its per-release list of CUDA-only
-#: operators), the simulated NPU's device
-#: and serve tests, and the serve example end to end
+#: of a CUDA build's kernels, which only another torch's registrations can break, and its per-release list
+#: of CUDA-only operators), the simulated NPU's device and serve tests, and the serve example end to end
 SLICE = ("tests/unit", "tests/emulated/test_devices.py", "tests/emulated/test_semantics.py",
          "tests/emulated/test_memory.py", "tests/emulated/test_torch_build.py", "tests/emulated/test_cuda_only_ops.py",
          "tests/simulated/test_device.py",
