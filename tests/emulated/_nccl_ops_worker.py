@@ -2,8 +2,9 @@
 "nccl" group's cuda tensors, against NCCL's semantics written out here in plain Python (ProcessGroupNCCL's
 getNcclReduceOp and NCCL's hostToDevRedOp): AVG of integers sums in the type and divides truncating
 toward zero, AVG of floating types and PREMUL_SUM multiply each input by the factor before summing,
-SUM of bools is an OR; BAND/BOR/BXOR, AVG of bools and PREMUL_SUM of integers raise. Runs with any
-world size: on one GPU with real NCCL (1 rank) it checks the same claims against CUDA itself."""
+SUM of bools is an OR; BAND/BOR/BXOR, AVG of bools and PREMUL_SUM of integers raise; an all_reduce
+captured in a CUDA graph (as tensor-parallel engines capture their decode step) reduces each replay's
+new inputs, and its output stays where the capture put it. Runs with any world size: on one GPU with real NCCL (1 rank) it checks the same claims against CUDA itself."""
 
 import os
 
@@ -100,6 +101,24 @@ assert out.tolist() == [trunc_div(sum(i * (r + 1) - 1 for r in range(world)), wo
 assert big.tolist() == [i * (rank + 1) - 1 for i in range(world * 2)], "reduce_scatter_tensor changed its input"
 y = funcol.all_reduce(local(torch.int64), "avg", dist.group.WORLD)
 assert y.tolist() == int_avg, y
+
+# a collective inside a CUDA graph: the capture records it, every replay reduces what the inputs hold then
+static = torch.zeros(4, device="cuda")
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):  # warm-up outside the capture, on a side stream, as CUDA graphs want
+    for _ in range(2):
+        warm = static * 2
+        dist.all_reduce(warm)
+torch.cuda.current_stream().wait_stream(side)
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph):
+    reduced = static * 2
+    dist.all_reduce(reduced)
+for step in (1.0, 3.0):
+    static.copy_(torch.tensor(BASE, dtype=torch.float32, device="cuda") * (rank + 1) * step)
+    graph.replay()
+    assert reduced.tolist() == [2 * b * ranks_sum * step for b in BASE], (step, reduced)
 dist.barrier()
 print(f"rank {rank} ok", flush=True)
 dist.destroy_process_group()
