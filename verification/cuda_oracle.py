@@ -3,7 +3,7 @@
     python verification/cuda_oracle.py            # on a machine with an NVIDIA GPU and a CUDA torch
 
 Each check file (tests/emulated/checks.py, graph_checks.py, subject_checks.py, memory_checks.py,
-compile_checks.py, sync_checks.py) states a
+compile_checks.py, sync_checks.py, attention_program_checks.py) states a
 CUDA behaviour the emulated device claims; CI runs them on the device, and this runs them on CUDA in
 fresh interpreters with CUDASHIM_DISABLE=1. Writes benchmarks/results/cuda_oracle.json: per file, the
 checks that passed and the ones that did not, with their first line of detail.
@@ -22,7 +22,8 @@ REPO = HERE.parent
 sys.path[:0] = [str(HERE), str(REPO / "benchmarks")]  # _results: the one writer of results files
 import _results  # noqa: E402
 
-FILES = ("checks", "graph_checks", "subject_checks", "memory_checks", "compile_checks", "sync_checks")
+FILES = ("checks", "graph_checks", "subject_checks", "memory_checks", "compile_checks", "sync_checks",
+         "attention_program_checks")
 
 
 def main() -> int:
