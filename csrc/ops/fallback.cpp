@@ -144,8 +144,8 @@ void run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // device memory).
 // index_put (put:ARG, ARG its indices) synchronizes by its arguments as CUDA's _index_put_impl_ does:
 // a mask is expanded with nonzero unless the call is a masked fill (one mask, no accumulate, a
-// one-element value on the host: masked_fill_ with the value read on the host), and a one-element value
-// on the host is copied to the device first.
+// one-element value on the host: masked_fill_ with the value read on the host); an index or a
+// one-element value on the host is copied to the device first.
 struct SyncRule {
   enum class When { Always, ArgNone, ArgMask, ArgOnDevice, IndexPut } when;
   size_t arg;
@@ -196,6 +196,12 @@ bool index_put_synchronizes(const SyncRule& rule, const torch::jit::Stack& stack
   const at::Tensor& values = stack[base + rule.values].toTensor();
   const bool accumulate = stack[base + rule.accumulate].toBool();
   if (holds_mask(indices)) return accumulate || !masked_fill_call(self, indices, values);
+  if (indices.isOptionalTensorList()) {
+    for (const auto& t : indices.toOptionalTensorList()) {
+      const std::optional<at::Tensor> o = t;
+      if (o.has_value() && o->defined() && o->device() != self.device()) return true;  // an index copied to the device
+    }
+  }
   return values.defined() && values.dim() == 0 && values.device() != self.device();  // copied to the device
 }
 
