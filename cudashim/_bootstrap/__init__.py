@@ -4,7 +4,8 @@ bootstrap() is what the sitecustomize trampolines call; activate()/deactivate() 
 route. The order is the point:
 
   config -> platform -> device visibility -> environment -> import hook (armed here, loaded on the
-  first lookup of torch or a patch target: see cudashim.importhook.defer) -> the user's own sitecustomize
+  first lookup of torch, of torch_npu on ascend, or of a patch target: see cudashim.importhook.defer)
+  -> the user's own sitecustomize
 
 Since torch 2.5 `import torch` auto-loads torch_npu, which freezes device visibility and reads the
 allocator settings, so everything up to the import hook must be settled before torch is imported;
