@@ -4,7 +4,8 @@ bootstrap() is what the sitecustomize trampolines call; activate()/deactivate() 
 route. The order is the point:
 
   config -> platform -> device visibility -> environment -> import hook (armed here, loaded on the
-  first lookup of torch or a patch target: see cudashim.importhook.defer) -> the user's own sitecustomize
+  first lookup of torch, of torch_npu on ascend, or of a patch target: see cudashim.importhook.defer)
+  -> the user's own sitecustomize
 
 Since torch 2.5 `import torch` auto-loads torch_npu, which freezes device visibility and reads the
 allocator settings, so everything up to the import hook must be settled before torch is imported;
@@ -137,20 +138,31 @@ def _script_dir() -> str | None:
 
 
 def _on_torch(platform: str, module: "Any") -> None:
-    from .. import installers
+    from .. import importhook, installers
 
+    if platform == "ascend" and importhook.loading("torch_npu"):
+        # a program that imports torch_npu first: torch_npu's first line imports torch, and the
+        # installer needs the rest of torch_npu (its npu module, transfer_to_npu's imports), so it
+        # waits for torch_npu's own import to end
+        importhook.when_imported("torch_npu", lambda npu: installers.install(platform))
+        return
     installers.install(platform)
 
 
 def _load_hook(config: "Any", platform: str) -> None:
     """What the armed names wait for: the patch registry and, once torch loads, the installer."""
-    from .. import importhook, patches
+    from .. import importhook, installers, patches
 
+    # before the lookup that called this is answered: `import torch_npu` as a program's first import
+    # finds the simulated NPU's torch_npu, as `import torch` would have through the installer
+    installers.prepare(platform)
     patches.install(config, platform)
     importhook.when_imported("torch", lambda module: _on_torch(platform, module))
     # torch's import (with the device plugins it loads, torch_npu and transfer_to_npu on ascend) and the
-    # first torch.compile's (Dynamo, Inductor) are most of a shimmed program's start-up
-    importhook.pause_gc(("torch", "torch._dynamo", "torch._inductor"))
+    # first torch.compile's (Dynamo, Inductor) are most of a shimmed program's start-up; torch_npu's
+    # holds torch's where a program imports it first
+    importhook.pause_gc(("torch", "torch_npu", "torch._dynamo", "torch._inductor") if platform == "ascend"
+                        else ("torch", "torch._dynamo", "torch._inductor"))
 
 
 def _unhook(hook: "Any") -> None:
@@ -224,6 +236,8 @@ def _activate(source: str, *, script_dir: str | None, config_path: str | None = 
         # program spawns) never import torch or a patch target, and never load the patch registry
         # or the installer; loads at once when one of these is loaded (activate() after torch)
         names = target_modules(config, name, packages=True) | {"torch"}
+        if name == "ascend":
+            names.add("torch_npu")  # a program may import torch_npu before torch (it imports torch itself)
         hook = importhook.defer(names, lambda: _load_hook(config, name))
         undo.append(lambda: _unhook(hook))
         if envs.raw("CUDASHIM_REPORT"):

@@ -3,6 +3,7 @@
     defer(names, load)          armed names: the first lookup of any of them calls load() first
                                 (the one "know the names now, load on first lookup" mechanism)
     when_imported(name, cb)     cb(module) right after `name` loads, or at once if it is loaded
+    loading(name)               whether a watched module's code is running now (its import not ended)
     watch(name, on_load, standin)   persistent watch (patches): every load; stand-in when absent
     pause_gc(names)             the next load of each runs with the cyclic garbage collector paused
 
@@ -34,12 +35,12 @@ if TYPE_CHECKING:  # pragma: no cover
     Callback = Callable[[ModuleType], None]
     StandinFactory = Callable[[str], "ModuleSpec | None"]
 
-__all__ = ["Deferred", "when_imported", "watch", "pause_gc", "defer", "load_armed", "unwatch_all", "clear", "installed",
+__all__ = ["Deferred", "when_imported", "loading", "watch", "pause_gc", "defer", "load_armed", "unwatch_all", "clear", "installed",
            "FINDER"]
 
 
 class _Watch:
-    __slots__ = ("once", "always", "standin", "deferred", "quiet")
+    __slots__ = ("once", "always", "standin", "deferred", "quiet", "loading")
 
     def __init__(self) -> None:
         self.once: list[Callback] = []  # when_imported(): fire once, then forget
@@ -47,13 +48,14 @@ class _Watch:
         self.standin: StandinFactory | None = None  # spec to use when no other finder knows the module
         self.deferred = False  # armed by defer(): the first lookup loads what was deferred
         self.quiet = False  # pause_gc(): the next load runs with the cyclic garbage collector paused
+        self.loading = False  # the module's code is running now, through the hook's loader
 
     def wrapped(self) -> bool:
         """Whether a load of the module goes through the hook's loader (callbacks or a pause to run)."""
         return bool(self.once or self.always or self.quiet)
 
     def empty(self) -> bool:
-        return not self.wrapped() and self.standin is None and not self.deferred
+        return not self.wrapped() and self.standin is None and not self.deferred and not self.loading
 
 
 # All mutable state of the hook: module name -> what to do when it loads.
@@ -171,11 +173,18 @@ def fire(name: str, module: "ModuleType") -> None:
         raise error
 
 
+def loading(module_name: str) -> bool:
+    """Whether `module_name`'s code is running now through the hook's loader (a module it watches,
+    imported and not yet finished: when_imported() then waits for the end of that import)."""
+    w = _watched.get(module_name)
+    return w is not None and w.loading
+
+
 def when_imported(module_name: str, callback: "Callback") -> None:
     """Call callback(module) right after `module_name` finishes loading, or at once if it is loaded."""
     with _lock:
         module = sys.modules.get(module_name)
-        if module is None:
+        if module is None or loading(module_name):
             _watched.setdefault(module_name, _Watch()).once.append(callback)
             _ensure_finder()
             return

@@ -34,7 +34,7 @@ def resolve(finder: "Any", fullname: str, path: "Any", target: "Any", watch: "An
     if not watch.wrapped():  # a parent watched only to be stood in: real, leave it be
         return spec
     if spec.loader is not None and hasattr(spec.loader, "exec_module") and not isinstance(spec.loader, _Loader):
-        spec.loader = _Loader(spec.loader, fullname, fire, watch.quiet)
+        spec.loader = _Loader(spec.loader, fullname, fire, watch)
     return spec
 
 
@@ -71,11 +71,12 @@ class _Loader:
     """Delegates to the real loader; after exec_module runs the callbacks watching the module. A quiet
     one (importhook.pause_gc) runs both with the cyclic garbage collector paused."""
 
-    def __init__(self, loader: "Any", name: str, fire: "Callable[[str, ModuleType], None]", quiet: bool = False) -> None:
+    def __init__(self, loader: "Any", name: str, fire: "Callable[[str, ModuleType], None]", watch: "Any") -> None:
         self._loader = loader
         self._name = name
         self._fire = fire
-        self._quiet = quiet
+        self._watch = watch  # its `loading` says the module's code runs (callbacks added meanwhile wait for it)
+        self._quiet = watch.quiet
 
     def __getattr__(self, attr: str) -> "Any":  # get_data, get_filename, is_package, get_source...
         return getattr(self._loader, attr)
@@ -95,8 +96,12 @@ class _Loader:
         paused = self._quiet and gc.isenabled()
         if paused:
             gc.disable()
+        self._watch.loading = True
         try:
-            self._loader.exec_module(module)
+            try:
+                self._loader.exec_module(module)
+            finally:
+                self._watch.loading = False
             # a module may replace itself in sys.modules while running (lazy-module pattern)
             self._fire(self._name, sys.modules.get(self._name, module))
         finally:

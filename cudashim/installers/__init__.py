@@ -11,7 +11,7 @@ import sys
 
 from .. import _torch_compat
 
-__all__ = ["install", "uninstall", "installed"]
+__all__ = ["install", "prepare", "uninstall", "installed"]
 
 _MODULES = {"cpu": "cudashim.installers.cpu", "ascend": "cudashim.installers.ascend"}
 _installed: str | None = None
@@ -52,6 +52,19 @@ def install(platform: str) -> None:
     importlib.import_module(_MODULES[platform]).install()
     _installed = platform
     _list_accelerator()
+
+
+def prepare(platform: str) -> None:
+    """What must be in place before the platform's device package is first looked up, which may come
+    before torch's import: on the simulated Ascend NPU, the simulated torch_npu's folder on sys.path."""
+    if platform != "ascend":
+        return
+    from .. import hardware
+
+    if hardware.simulated_root() is not None:
+        from ..emulated.npu import site
+
+        site.prepare()
 
 
 def uninstall() -> None:

@@ -556,12 +556,12 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
     # devices
     ns.update({
         "_initExtension": lambda: _init_extension(torch, core),
-        "_npu_init": lambda: None,
-        "_npu_set_run_yet_variable_to_false": lambda: None,
+        "_npu_init": lambda: _npu_init(core),
+        "_npu_set_run_yet_variable_to_false": lambda: _run_yet.clear(),
         "_npu_getDeviceCount": lambda: int(core.device_count()),
-        "_npu_getDevice": lambda: int(core.current_device()),
+        "_npu_getDevice": lambda: (_lazy_init(), int(core.current_device()))[1],
         "_npu_getDeviceWithoutSet": lambda: int(core.current_device()),
-        "_npu_setDevice": lambda device: dm.set_device(int(device)),
+        "_npu_setDevice": lambda device: (_lazy_init(), dm.set_device(int(device)))[1],
         "_npu_maybeExchangeDevice": lambda device: dm.exchange_device(int(device)),
         # aclrtSynchronizeDevice: refused while a capture is open, as CANN's stream capture refuses it
         "_npu_synchronize": _no_args(graphs.refusing_synchronize(core, lambda device=None: None)),
@@ -704,6 +704,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         _ids = itertools.count(1)
 
         def __init__(self, allocator: Any = None, is_user_created: bool = True, use_on_oom: bool = False) -> None:
+            _lazy_init()  # as its constructor: the runtime is started before a pool is made
             self.id = (0, next(self._ids)) if is_user_created else (next(self._ids), 0)
             self.allocator = allocator
             self._use_on_oom = use_on_oom
@@ -1002,8 +1003,6 @@ def _init_extension(torch: Any, core: Any) -> None:
     npu = sys.modules["torch_npu.npu"]
     for name, cls in _tensor_types(torch).items():
         setattr(npu, name, cls)
-    # THNPModule_initExtension fills torch_npu.npu.default_generators, one per device
-    npu.default_generators = tuple(core.default_generator(i) for i in range(int(core.device_count())))
     compile_.register(torch)
     # torch_npu's own Inductor backend (torch_npu/_inductor) generates Triton-Ascend kernels, which need
     # an NPU; the simulated NPU compiles npu graphs with Inductor's C++ code generator (compile.py), so
@@ -1022,12 +1021,33 @@ def _init_extension(torch: Any, core: Any) -> None:
         # torch_npu registered "hccl" for npu; the simulated group is Gloo's, whose npu collectives the
         # core hands over as cpu tensors of the same memory: the group needs its cpu side too
         dist.Backend.backend_capability["hccl"] = ["npu", "cpu"]
-    # torch_npu initializes the runtime on the first call that needs the device (its C++
-    # npu_lazy_init); the core cannot call back on a first allocation, so the simulated runtime is
-    # initialized here, as the old stand-in was: statistics answer from the first tensor on
-    npu._lazy_init()
+    # the runtime itself is not started here: as with torch_npu, the first use of the device does it
+    # (torch.npu._lazy_init, called by torch's factory functions and Tensor.to, and by the calls of _C
+    # that torch_npu's C++ starts it from: _lazy_init below)
     for hook in AFTER_INIT:
         hook(torch)
+
+
+#: torch_npu's npu_run_yet (torch_npu/csrc/utils/LazyInit.cpp): set once the Python side initialized;
+#: cleared in a forked child (_npu_set_run_yet_variable_to_false)
+_run_yet: set[bool] = set()
+
+
+def _lazy_init() -> None:
+    """torch_npu::utils::npu_lazy_init: torch_npu.npu._lazy_init, once per process, called where its C++
+    calls it among the names here (setting or reading the current device, a new memory pool); torch's
+    factory functions and Tensor.to call torch.npu._lazy_init themselves."""
+    if not _run_yet:
+        sys.modules["torch_npu.npu"]._lazy_init()
+        _run_yet.add(True)
+
+
+def _npu_init(core: Any) -> None:
+    """THNPModule_initExtension, torch_npu._C._npu_init (torch_npu/csrc/npu/Module.cpp): what
+    torch.npu._lazy_init starts, once: the device runtime (the core serves it from the start) and
+    torch_npu.npu.default_generators, one per device."""
+    npu = sys.modules["torch_npu.npu"]
+    npu.default_generators = tuple(core.default_generator(i) for i in range(int(core.device_count())))
 
 
 def trace_if_asked(module: Any, names: set[str]) -> None:
