@@ -315,6 +315,11 @@ class _Tape:
         self.args: dict[str, int] = {}
         self.broken: str | None = None
         self.last_check = -1  # index of the last decision (guard or trip count) among the ops
+        self.scalar_args: list[str] = []  # arguments that are not pointers: their values key `statics`
+        self.dynamic: list[tuple[int, tuple[Any, ...]]] | None = None  # (index, op) of the ops that read memory
+        self.statics: dict[Any, tuple[list[tuple[int, Any]], int, tuple[int, int]]] = {}
+        self.dynamic_at: set[int] = set()
+        self.static_needed: list[int] = []
 
     def add(self, h: Any) -> int:
         i = self.n
@@ -391,9 +396,36 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
     for name, i in tape.args.items():
         slots[i] = bound[name].handle
     free_from = tape.last_check + 1 if run is not None and run.final else -1
-    for at, (kind, fn, refs, krefs, out) in enumerate(tape.ops):
-        if at == free_from:
+    ops: Any = enumerate(tape.ops)
+    fill: list[tuple[int, Any]] | None = None
+    key = None
+    if tape.dynamic is not None and run is not None:
+        # the values made from program ids, constants and the scalar arguments alone are the same at
+        # every launch of this group with these scalars: taken from the first such replay
+        key = (run.group.grid, run.group.coords.tobytes(),
+               tuple(bound[name].handle.data.tobytes() for name in tape.scalar_args))
+        hit = tape.statics.get(key)
+        if hit is not None:
+            values, max_elements, (compares, selects) = hit
+            for i, v in values:
+                slots[i] = v
+            if max_elements > run.max_elements:
+                run.max_elements = max_elements
+            STATS["constant_compares"] += compares
+            STATS["constant_selects"] += selects
+            ops = tape.dynamic
+        else:
+            fill = [STATS["constant_compares"], STATS["constant_selects"]]
+            dynamic_at = tape.dynamic_at
+    for at, (kind, fn, refs, krefs, out) in ops:
+        if at >= free_from >= 0 and not run.undo_free:  # type: ignore[union-attr]
             run.undo_free = True  # type: ignore[union-attr]
+        if fill is not None and at in dynamic_at:  # what the operations that run at every replay count
+            fill[0] -= STATS["constant_compares"]
+            fill[1] -= STATS["constant_selects"]
+            counting = True
+        else:
+            counting = False
         args = [slots[a.i] if a.__class__ is _Slot else (a.resolve(slots) if a.__class__ is _Seq else a)
                 for a in refs]
         if kind == 0:
@@ -401,6 +433,9 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
                 r = fn(*args, **{k: _resolve(v, slots) for k, v in krefs.items()})
             else:
                 r = fn(*args)
+            if counting:
+                fill[0] += STATS["constant_compares"]  # type: ignore[index]
+                fill[1] += STATS["constant_selects"]  # type: ignore[index]
             if out is None:
                 continue
             if out.__class__ is int:
@@ -410,6 +445,68 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
                     slots[i] = h
         elif fn(*args) != out:  # a decision the instances disagree on raises _Diverged
             raise _GuardFailed
+    if fill is not None and run is not None:
+        if len(tape.statics) >= _MAX_STATICS:
+            tape.statics.clear()
+        # with the constant comparisons and selects the skipped operations would have counted
+        tape.statics[key] = ([(i, slots[i]) for i in tape.static_needed], run.max_elements,
+                             (STATS["constant_compares"] - fill[0], STATS["constant_selects"] - fill[1]))
+
+
+# Operations whose result depends only on their operands' values (no memory, no launch state but the
+# group's program ids): on operands fixed for a group and its scalar arguments, fixed too.
+_PURE_METHODS = frozenset("""
+create_add create_sub create_mul create_select create_icmpSLT create_icmpSLE create_icmpSGT create_icmpSGE
+create_int_cast create_get_program_id create_get_num_programs create_make_range create_addptr create_splat
+create_unsplat create_broadcast create_expand_dims create_reshape create_trans create_cat create_join
+create_gather create_dot
+""".split())
+_MAX_STATICS = 4
+
+
+def _pure(fn: Any) -> bool:
+    if fn.__class__ is partial:
+        return fn.func is _elementwise
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:
+        return owner.__class__ is BatchedBuilder and fn.__name__ in _PURE_METHODS
+    return fn in _PURE_FUNCTIONS
+
+
+def _plan_statics(tape: _Tape, pointer_args: set[str]) -> None:
+    """Split a finished tape into the operations to run at every replay (those reading memory or a
+    pointer argument, and all that depend on them) and the rest, whose values a replay may reuse."""
+    static = [True] * tape.n
+    for name, i in tape.args.items():
+        static[i] = name not in pointer_args
+    dynamic: list[tuple[int, tuple[Any, ...]]] = []
+    needed: set[int] = set()
+
+    def slots_of(refs: Any) -> list[int]:
+        out = []
+        for a in refs:
+            if a.__class__ is _Slot:
+                out.append(a.i)
+            elif a.__class__ is _Seq:
+                out += slots_of(a.items)
+        return out
+
+    for at, op in enumerate(tape.ops):
+        kind, fn, refs, krefs, out = op
+        used = slots_of(list(refs) + list(krefs.values()))
+        if (kind != 0 or _pure(fn)) and all(static[i] for i in used):
+            continue
+        dynamic.append((at, op))
+        needed.update(i for i in used if static[i])
+        if kind == 0 and out is not None:
+            for i in ([out] if out.__class__ is int else out):
+                static[i] = False
+    if len(dynamic) == len(tape.ops):
+        return  # nothing to reuse
+    tape.dynamic = dynamic
+    tape.dynamic_at = {at for at, _ in dynamic}
+    tape.static_needed = sorted(needed - set(tape.args.values()))
+    tape.scalar_args = [name for name in tape.args if name not in pointer_args]
 
 
 class _RecordingBuilder:
@@ -1750,6 +1847,7 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                 _COORDS.clear()
             coords = _COORDS[grid] = np.stack(np.unravel_index(np.arange(total), grid), axis=1).astype(np.int32)
         start, size = 0, _first_group(total, bound, constexprs)
+        pointer_args: set[str] = set()
         while start < total:
             groups = 0
             pending = [coords[start:start + size]]
@@ -1786,6 +1884,8 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                     for name, v in bound.items():
                         if hasattr(v, "handle"):
                             tape.args[name] = tape.add(v.handle)
+                            if v.dtype.is_ptr():
+                                pointer_args.add(name)
                         elif isinstance(v, tuple):
                             tape.broken = f"argument {name} is a tuple"
                 if scope is None:  # only a traced run executes the kernel's Python
@@ -1807,6 +1907,7 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                     if tape.broken is None:
                         tape.keep = []
                         tape.last_check = max((i for i, op in enumerate(tape.ops) if op[0] != 0), default=-1)
+                        _plan_statics(tape, pointer_args)
                         tapes.append(tape)
                     else:
                         STATS["untaped"] += 1
@@ -1900,3 +2001,7 @@ def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int]) -> s
         _NESTED_HOOKS.clear()
         _TRACE_HOOKS.clear()
         scope.restore()
+
+
+_PURE_FUNCTIONS = frozenset([_check_overflow, _reduce_fast, _reduce_slice, _reduce_result, _cast_like, _scan_fast,
+                             _scan_slice, _scan_stack, _swap_last, _range_value])
