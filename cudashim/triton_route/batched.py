@@ -413,6 +413,7 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
                 run.max_elements = max_elements
             STATS["constant_compares"] += compares
             STATS["constant_selects"] += selects
+            STATS["reused_statics"] += 1
             ops = tape.dynamic
         else:
             fill = [STATS["constant_compares"], STATS["constant_selects"]]
@@ -456,7 +457,7 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
 # Operations whose result depends only on their operands' values (no memory, no launch state but the
 # group's program ids): on operands fixed for a group and its scalar arguments, fixed too.
 _PURE_METHODS = frozenset("""
-create_add create_sub create_mul create_select create_icmpSLT create_icmpSLE create_icmpSGT create_icmpSGE
+create_add create_sub create_mul create_srem create_select create_icmpSLT create_icmpSLE create_icmpSGT create_icmpSGE
 create_int_cast create_get_program_id create_get_num_programs create_make_range create_addptr create_splat
 create_unsplat create_broadcast create_expand_dims create_reshape create_trans create_cat create_join
 create_gather create_dot
@@ -809,6 +810,19 @@ class BatchedBuilder:
                 if c is not None:
                     return self._affine(x[0] * c, tuple(st * c for st in x[1]), x[2], h.np_dtype, h.dtype)
         return _elementwise(self._base, "create_mul", lhs, rhs)
+
+    def create_srem(self, lhs: Any, rhs: Any) -> Any:
+        """`offsets % n` where every offset already lies in [0, n) (the tutorials' wrap of a block's rows
+        into the matrix, away from its edge): the offsets unchanged, still a formula."""
+        a, b = _aff(lhs), _aff(rhs)
+        if a is not None and b is not None and a[2] == b[2] and lhs.np_dtype == rhs.np_dtype \
+                and lhs.np_dtype in _AFFINE_INTS and not any(b[1]):
+            c = _uniform(b[0])
+            if c is not None and c > 0:
+                lo, hi = _affine_extent(a)
+                if 0 <= lo and hi < c:
+                    return self._affine(a[0], a[1], a[2], lhs.np_dtype, lhs.dtype)
+        return _elementwise(self._base, "create_srem", lhs, rhs)
 
     def _compare(self, name: str, lhs: Any, rhs: Any) -> Any:
         """A signed comparison of two formulas that comes out the same in every lane (a block's mask
@@ -1780,7 +1794,9 @@ _COORDS: dict[tuple[int, int, int], np.ndarray] = {}
 # groups run through the language front end, and replayed from a tape (the tests read these)
 STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0,
          # loads and stores served from a formula pointer, and comparisons that were constants
-         "formula_loads": 0, "formula_stores": 0, "constant_compares": 0, "constant_selects": 0}
+         "formula_loads": 0, "formula_stores": 0, "constant_compares": 0, "constant_selects": 0,
+         # replays that took the values fixed by program ids, constants and scalars from an earlier one
+         "reused_statics": 0}
 _UNTAPED: dict[Any, str] = {}
 # tapes by specialization: (function, argument kinds) -> one tape per path taken through the kernel
 _TAPES: dict[tuple[Any, ...], list[_Tape]] = {}

@@ -74,6 +74,15 @@ def where_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + row * BLOCK + cols, tl.where(cols < n, x - 1.0, 0.5))
 
 
+@triton.jit
+def wrap_rows_kernel(x_ptr, out_ptr, M, N: tl.constexpr, BM: tl.constexpr):
+    # the tutorials' matmul rows: a block's rows wrapped into the matrix with `% M`
+    rows = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + rows[:, None] * N + cols[None, :])
+    tl.store(out_ptr + (tl.program_id(0) * BM + tl.arange(0, BM))[:, None] * N + cols[None, :], x + 1.0)
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -170,3 +179,22 @@ def test_select_on_a_constant_condition(counts: Any, n: int) -> None:
     _, (_, out, _) = _run(where_kernel, (3,), [x, torch.zeros(3, 32), n], BLOCK=32)
     assert torch.equal(out, torch.where(torch.arange(32) < n, x - 1.0, torch.tensor(0.5)))
     assert counts("constant_selects") == (0 if n == 20 else 1)  # all lanes, no lane, some lanes
+
+
+@pytest.mark.parametrize("m", [32, 20])
+def test_modulo_inside_the_range_stays_a_formula(counts: Any, m: int) -> None:
+    x = torch.randn(m, 16, generator=_gen(10))
+    _, (_, out, *_) = _run(wrap_rows_kernel, (4,), [x, torch.zeros(32, 16), m], N=16, BM=8)
+    assert torch.equal(out, x[torch.arange(32) % m] + 1.0)
+    # 32 rows of 32: no row wraps, the load is a strided view; of 20, rows wrap and the addresses decide
+    assert counts("formula_loads") == (1 if m == 32 else 0)
+
+
+def test_replay_reuses_what_program_ids_and_scalars_fix(counts: Any) -> None:
+    # the offsets and the tail mask depend on program ids and `n` only: a replay with the same grid and
+    # `n` takes them from the previous one; another `n` makes them again; every result the interpreter's
+    for seed, n in enumerate([1000, 1000, 1000, 900, 1000]):
+        x = torch.randn(1000, generator=_gen(20 + seed))
+        _, (_, out, _) = _run(tail_kernel, (4,), [x, torch.zeros(1000), n], BLOCK=256)
+        assert torch.equal(out[:n], x[:n] + 1.0) and not out[n:].any()
+    assert counts("reused_statics") >= 2
