@@ -995,12 +995,38 @@ class BatchedBuilder:
     def create_store(self, ptr: Any, val: Any, cache_policy: Any) -> Any:
         return self.create_masked_store(ptr, val, None, cache_policy)
 
+    def _narrowed(self, ptrs: Any, a: Any, mask: Any) -> tuple[Any, tuple[slice, ...]] | None:
+        """A formula pointer block under a mask that keeps the same box of lanes in every instance (a row's
+        columns below its length): the pointer block of that box, and the box."""
+        box = _mask_box(a, mask.data)
+        if box is None:
+            return None
+        STATS["boxed_masks"] += 1
+        base, strides, shape = a
+        lo = [s.start for s in box]
+        narrowed = self._affine(base + sum(st * x for st, x in zip(strides, lo)), strides,
+                                tuple(s.stop - s.start for s in box), ptrs.np_dtype, ptrs.dtype)
+        return _keep_aligned(ptrs, narrowed), box
+
     def create_masked_load(self, ptrs: Any, mask: Any, other: Any, cache_policy: Any, is_volatile: bool) -> Any:
         ip = _interp()
         dtype_tt = ptrs.get_element_ty()
         dtype_np = ip._get_np_dtype(dtype_tt)
         a = _aff(ptrs)
         run = self.run
+        if a is not None and mask is not None and (other is None or other.data.dtype == dtype_np):
+            narrowed = self._narrowed(ptrs, a, mask)
+            if narrowed is not None:  # the box's lanes unmasked, the others `other`
+                p, box = narrowed
+                inner = self.create_masked_load(p, None, None, cache_policy, is_volatile).data
+                extra = _align_raw([np.empty((1,) * (len(a[2]) + 1)), mask.data] +
+                                   ([other.data] if other is not None else []))[1:]
+                shape = np.broadcast_shapes((a[0].shape[0],) + a[2], *(x.shape for x in extra))
+                if len(shape) == len(a[2]) + 1:
+                    data = np.empty(shape, dtype_np)
+                    data[...] = extra[-1] if other is not None else 0
+                    data[(slice(None),) + box] = inner
+                    return self._handle(data, dtype_tt)
         if a is not None and run is not None and run.memory is not None:
             found_a = _affine_access(run.memory, a, np.dtype(dtype_np))
             if found_a is not None:
@@ -1044,6 +1070,13 @@ class BatchedBuilder:
         ip = _interp()
         a = _aff(ptrs)
         run = self.run
+        if a is not None and mask is not None and value.data.ndim <= len(a[2]) + 1:
+            narrowed = self._narrowed(ptrs, a, mask)
+            if narrowed is not None:  # the box's lanes stored unmasked, the others left alone
+                p, box = narrowed
+                v = _align_raw([np.empty((1,) * (len(a[2]) + 1)), value.data])[1]
+                v = np.broadcast_to(v, (v.shape[0],) + a[2])[(slice(None),) + box]
+                return self.create_masked_store(p, _interp().TensorHandle(v, value.dtype), None, cache_policy)
         if a is not None and run is not None and run.memory is not None:
             found_a = _affine_access(run.memory, a, value.data.dtype)
             if found_a is not None and found_a[0] == "edge":
@@ -1147,6 +1180,29 @@ class BatchedBuilder:
 
     def create_print(self, *args: Any) -> Any:
         raise BatchedFallback("unsupported op device_print (output per instance): exact interpreter")
+
+
+def _mask_box(aff: Any, m: np.ndarray) -> tuple[slice, ...] | None:
+    """The lanes a mask keeps, where it keeps the same box of lanes (a slice per block axis, not empty,
+    not the whole block) in every instance, else None."""
+    shape = aff[2]
+    r = len(shape)
+    if m.ndim != r + 1 or (m.shape[0] != 1 and m.strides[0] != 0) or r == 0:
+        return None
+    try:
+        m0 = np.broadcast_to(m[0], shape)
+    except ValueError:
+        return None
+    box = []
+    for d in range(r):
+        kept = np.flatnonzero(np.any(m0, axis=tuple(i for i in range(r) if i != d)))
+        if kept.size == 0:
+            return None
+        box.append(slice(int(kept[0]), int(kept[-1]) + 1))
+    if math.prod(s.stop - s.start for s in box) in (0, m0.size) or \
+            int(np.count_nonzero(m0)) != math.prod(s.stop - s.start for s in box):
+        return None
+    return tuple(box)
 
 
 def _formula_values(kind: str, where: Any, m: np.ndarray | None, shape: tuple[int, ...],
@@ -1796,7 +1852,9 @@ STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0,
          # loads and stores served from a formula pointer, and comparisons that were constants
          "formula_loads": 0, "formula_stores": 0, "constant_compares": 0, "constant_selects": 0,
          # replays that took the values fixed by program ids, constants and scalars from an earlier one
-         "reused_statics": 0}
+         "reused_statics": 0,
+         # masked loads and stores served as the unmasked box of lanes their mask keeps in every instance
+         "boxed_masks": 0}
 _UNTAPED: dict[Any, str] = {}
 # tapes by specialization: (function, argument kinds) -> one tape per path taken through the kernel
 _TAPES: dict[tuple[Any, ...], list[_Tape]] = {}

@@ -83,6 +83,18 @@ def wrap_rows_kernel(x_ptr, out_ptr, M, N: tl.constexpr, BM: tl.constexpr):
     tl.store(out_ptr + (tl.program_id(0) * BM + tl.arange(0, BM))[:, None] * N + cols[None, :], x + 1.0)
 
 
+@triton.jit
+def row_box_kernel(x_ptr, out_ptr, loaded_ptr, n_cols, hole, BLOCK: tl.constexpr):
+    # rows of n_cols < BLOCK, one after another (a softmax's rows): lanes past a row reach the next row,
+    # and past the storage for the last one; `hole` >= 0 takes one more lane out of the mask
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = (cols < n_cols) & (cols != hole)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-3.0)
+    tl.store(out_ptr + row * n_cols + cols, x * 2.0, mask=mask)
+    tl.store(loaded_ptr + row * BLOCK + cols, x)  # the block as loaded, `other` in the masked lanes
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -198,3 +210,16 @@ def test_replay_reuses_what_program_ids_and_scalars_fix(counts: Any) -> None:
         _, (_, out, _) = _run(tail_kernel, (4,), [x, torch.zeros(1000), n], BLOCK=256)
         assert torch.equal(out[:n], x[:n] + 1.0) and not out[n:].any()
     assert counts("reused_statics") >= 2
+
+
+@pytest.mark.parametrize("hole", [-1, 10])
+def test_mask_keeping_a_box_of_lanes(counts: Any, hole: int) -> None:
+    x = torch.randn(6, 50, generator=_gen(30))
+    _, (_, out, loaded, *_) = _run(row_box_kernel, (6,), [x, torch.full((6, 50), 0.25), torch.zeros(6, 64), 50, hole],
+                                   BLOCK=64)
+    lanes = torch.arange(64)
+    keep = (lanes < 50) & (lanes != hole)
+    assert torch.equal(loaded, torch.where(keep, torch.nn.functional.pad(x, (0, 14)), torch.tensor(-3.0)))
+    assert torch.equal(out, torch.where(keep[:50], x * 2.0, torch.tensor(0.25)))
+    # the load and the store as the box's 50 columns, unmasked; a mask with a hole is no box
+    assert counts("boxed_masks") == (2 if hole < 0 else 0)
