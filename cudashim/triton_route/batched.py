@@ -1018,13 +1018,26 @@ class BatchedBuilder:
             narrowed = self._narrowed(ptrs, a, mask)
             if narrowed is not None:  # the box's lanes unmasked, the others `other`
                 p, box = narrowed
-                inner = self.create_masked_load(p, None, None, cache_policy, is_volatile).data
+                inner = None
+                if run is not None and run.memory is not None:  # a view of the box, copied once below
+                    found_box = _affine_access(run.memory, p.aff, np.dtype(dtype_np))
+                    if found_box is not None and found_box[0] in ("strided", "shared"):
+                        inner = found_box[1] if found_box[0] == "strided" else found_box[1][0]
+                        STATS["formula_loads"] += 1
+                if inner is None:
+                    inner = self.create_masked_load(p, None, None, cache_policy, is_volatile).data
                 extra = _align_raw([np.empty((1,) * (len(a[2]) + 1)), mask.data] +
                                    ([other.data] if other is not None else []))[1:]
                 shape = np.broadcast_shapes((a[0].shape[0],) + a[2], *(x.shape for x in extra))
                 if len(shape) == len(a[2]) + 1:
                     data = np.empty(shape, dtype_np)
-                    data[...] = extra[-1] if other is not None else 0
+                    fill = np.broadcast_to(extra[-1], shape) if other is not None else np.zeros((), dtype_np)
+                    if len(box) == 1:  # only the lanes outside the box take `other`
+                        lo, hi = box[0].start, box[0].stop
+                        data[:, :lo] = fill[:, :lo] if fill.ndim else fill
+                        data[:, hi:] = fill[:, hi:] if fill.ndim else fill
+                    else:
+                        data[...] = fill
                     data[(slice(None),) + box] = inner
                     return self._handle(data, dtype_tt)
         if a is not None and run is not None and run.memory is not None:
@@ -1041,7 +1054,7 @@ class BatchedBuilder:
                     values = _formula_values(kind, where, m, shape, np.dtype(dtype_np))
                     if values is not None:
                         STATS["formula_loads"] += 1
-                        if m is not None and not m.all():
+                        if m is not None and not _all(m):
                             data = np.where(m, values, o if o is not None else np.zeros((), dtype_np))
                         else:
                             data = np.array(np.broadcast_to(values, shape))
@@ -1056,7 +1069,7 @@ class BatchedBuilder:
         found = run.memory.locate(p, m, dtype_np, _ALIGNED in ptrs.attr) if run is not None else None
         if found is not None:
             view, idx, inside = found
-            if m is not None and not m.all():
+            if m is not None and not _all(m):
                 data = np.where(m, view.take(idx) if inside else view.take(idx, mode="clip"),
                                 o if o is not None else np.zeros((), dtype_np))
             else:
@@ -1096,7 +1109,7 @@ class BatchedBuilder:
                     idx = np.broadcast_to(idx, shape)
                     v = np.broadcast_to(arrays[1], shape)
                     m = np.broadcast_to(arrays[2], shape) if mask is not None else None
-                    if m is not None and not m.all():
+                    if m is not None and not _all(m):
                         idx, v = idx[m], v[m]
                     if found_a[0] == "index" or not (np.asarray(idx).view(np.uint64) >= view.shape[0]).any():
                         if run.undo_free:
@@ -1132,7 +1145,7 @@ class BatchedBuilder:
         found = run.memory.locate(p, m, v.dtype, _ALIGNED in ptrs.attr) if run is not None else None
         if found is not None:
             view, idx, _ = found
-            if m is not None and not m.all():
+            if m is not None and not _all(m):
                 idx, v = idx[m], v[m]
             if run.undo_free:
                 run.irreversible = True
@@ -1182,12 +1195,18 @@ class BatchedBuilder:
         raise BatchedFallback("unsupported op device_print (output per instance): exact interpreter")
 
 
+def _all(m: np.ndarray) -> bool:
+    if m.size and not any(m.strides):  # one value broadcast (a constant mask): that value
+        return bool(m.flat[0])
+    return bool(m.all())
+
+
 def _mask_box(aff: Any, m: np.ndarray) -> tuple[slice, ...] | None:
     """The lanes a mask keeps, where it keeps the same box of lanes (a slice per block axis, not empty,
     not the whole block) in every instance, else None."""
     shape = aff[2]
     r = len(shape)
-    if m.ndim != r + 1 or (m.shape[0] != 1 and m.strides[0] != 0) or r == 0:
+    if m.ndim != r + 1 or (m.shape[0] != 1 and m.strides[0] != 0) or r == 0 or not any(m.strides):
         return None
     try:
         m0 = np.broadcast_to(m[0], shape)
