@@ -606,8 +606,14 @@ def _affine_extent(aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]) -> 
 
 def _fits(aff: Any, np_dtype: np.dtype) -> bool:
     lo, hi = _affine_extent(aff)
-    info = np.iinfo(np_dtype)
-    return info.min <= lo and hi <= info.max
+    limits = _LIMITS.get(np_dtype)
+    if limits is None:
+        info = np.iinfo(np_dtype)
+        limits = _LIMITS[np.dtype(np_dtype)] = (int(info.min), int(info.max))
+    return limits[0] <= lo and hi <= limits[1]
+
+
+_LIMITS: dict[Any, tuple[int, int]] = {}
 
 
 def _uniform(base: np.ndarray) -> int | None:
@@ -783,7 +789,8 @@ class BatchedBuilder:
             per = math.prod(shape)
             if per > run.max_elements:
                 run.max_elements = per
-        return _affine_class()(base, strides, shape, np.dtype(np_dtype), dtype)
+        cls = _AFFINE_CLS[0] if _AFFINE_CLS else _affine_class()
+        return cls(base, strides, shape, np_dtype if isinstance(np_dtype, np.dtype) else np.dtype(np_dtype), dtype)
 
     # -- index arithmetic as formulas ---------------------------------------------------------------
 
