@@ -457,7 +457,7 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
 # Operations whose result depends only on their operands' values (no memory, no launch state but the
 # group's program ids): on operands fixed for a group and its scalar arguments, fixed too.
 _PURE_METHODS = frozenset("""
-create_add create_sub create_mul create_srem create_select create_icmpSLT create_icmpSLE create_icmpSGT create_icmpSGE
+create_add create_sub create_mul create_srem create_and create_or create_select create_icmpSLT create_icmpSLE create_icmpSGT create_icmpSGE
 create_int_cast create_get_program_id create_get_num_programs create_make_range create_addptr create_splat
 create_unsplat create_broadcast create_expand_dims create_reshape create_trans create_cat create_join
 create_gather create_dot
@@ -843,6 +843,29 @@ class BatchedBuilder:
                 n = max(a[0].shape[0], b[0].shape[0])
                 STATS["constant_compares"] += 1
                 return self._handle(np.broadcast_to(np.bool_(test(lo)), (n,) + a[2]), _tl().int1)
+        return _elementwise(self._base, name, lhs, rhs)
+
+    def create_and(self, lhs: Any, rhs: Any) -> Any:
+        return self._logical("create_and", lhs, rhs)
+
+    def create_or(self, lhs: Any, rhs: Any) -> Any:
+        return self._logical("create_or", lhs, rhs)
+
+    def _logical(self, name: str, lhs: Any, rhs: Any) -> Any:
+        """`&` and `|` of masks where one side has one value in every lane (a constant comparison): that
+        side decides, or the other side is the answer, broadcast; so the mask stays a broadcast."""
+        a, b = lhs.data, rhs.data
+        if a.dtype == np.bool_ and b.dtype == np.bool_ and a.size and b.size and \
+                (not any(a.strides) or not any(b.strides)):
+            a, b = _align_raw([a, b])
+            shape = np.broadcast_shapes(a.shape, b.shape)
+            const, other = (a, b) if not any(a.strides) else (b, a)
+            value = bool(const.flat[0])
+            if value == (name == "create_or"):  # x | True, x & False: the constant
+                out = const.reshape((1,) * const.ndim)
+            else:  # x | False, x & True: x
+                out = other
+            return self._handle(np.broadcast_to(out, shape), lhs.dtype.scalar)
         return _elementwise(self._base, name, lhs, rhs)
 
     def create_select(self, cond: Any, lhs: Any, rhs: Any) -> Any:
