@@ -843,6 +843,12 @@ class BatchedBuilder:
                 n = max(a[0].shape[0], b[0].shape[0])
                 STATS["constant_compares"] += 1
                 return self._handle(np.broadcast_to(np.bool_(test(lo)), (n,) + a[2]), _tl().int1)
+        if a is not None and b is not None and max(a[0].shape[0], b[0].shape[0]) > 1:
+            # formulas the same for every instance (a column test of a block): compared once, for all
+            ua, ub = _uniform(a[0]), _uniform(b[0])
+            if ua is not None and ub is not None:
+                lhs = self._affine(a[0][:1], a[1], a[2], lhs.np_dtype, lhs.dtype)
+                rhs = self._affine(b[0][:1], b[1], b[2], rhs.np_dtype, rhs.dtype)
         return _elementwise(self._base, name, lhs, rhs)
 
     def create_and(self, lhs: Any, rhs: Any) -> Any:

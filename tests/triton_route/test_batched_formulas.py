@@ -95,6 +95,19 @@ def row_box_kernel(x_ptr, out_ptr, loaded_ptr, n_cols, hole, BLOCK: tl.constexpr
     tl.store(loaded_ptr + row * BLOCK + cols, x)  # the block as loaded, `other` in the masked lanes
 
 
+@triton.jit
+def head_tile_kernel(x_ptr, out_ptr, T, K, BT: tl.constexpr, BK: tl.constexpr):
+    # a linear-attention tile: instance `pid` reads rows of head pid; the column block index is computed
+    # per instance but is the same for all, and the block is wider than the head (BK > K)
+    pid = tl.program_id(0)
+    i_k = pid // 1000
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    mask = (o_t < T)[:, None] & (o_k < K)[None, :]
+    p = x_ptr + pid * K + o_t[:, None] * (K * 4) + o_k[None, :]
+    tl.store(out_ptr + pid * BT * BK + o_t[:, None] * BK + o_k[None, :], tl.load(p, mask=mask, other=-1.0) * 3.0)
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -223,3 +236,13 @@ def test_mask_keeping_a_box_of_lanes(counts: Any, hole: int) -> None:
     assert torch.equal(out, torch.where(keep[:50], x * 2.0, torch.tensor(0.25)))
     # the load and the store as the box's 50 columns, unmasked; a mask with a hole is no box
     assert counts("boxed_masks") == (2 if hole < 0 else 0)
+
+
+def test_column_test_the_same_for_every_instance_keeps_a_box(counts: Any) -> None:
+    x = torch.randn(16, 4, 8, generator=_gen(40))  # 16 rows of 4 heads of 8
+    _, (_, out, *_) = _run(head_tile_kernel, (4,), [x, torch.zeros(4, 16, 16), 16, 8], BT=16, BK=16)
+    loaded = torch.full((4, 16, 16), -1.0)
+    loaded[:, :, :8] = x.permute(1, 0, 2)
+    assert torch.equal(out, loaded * 3.0)
+    # the column test is made once for all instances, the row test is a constant: the mask is a box
+    assert counts("boxed_masks") == 1 and counts("formula_loads") == 1
