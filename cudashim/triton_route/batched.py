@@ -614,6 +614,7 @@ def _fits(aff: Any, np_dtype: np.dtype) -> bool:
 
 
 _LIMITS: dict[Any, tuple[int, int]] = {}
+_UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _uniform(base: np.ndarray) -> int | None:
@@ -881,6 +882,15 @@ class BatchedBuilder:
             shape = np.broadcast_shapes(*(x.shape for x in arrays))
             STATS["constant_selects"] += 1
             return self._handle(np.broadcast_to(arrays[1] if c.flat[0] else arrays[2], shape), lhs.dtype.scalar)
+        u = _UINTS.get(lhs.data.dtype.itemsize)
+        if c.dtype == np.bool_ and lhs.data.dtype == rhs.data.dtype and u is not None and c.size:
+            # np.where's bits, chosen without a branch per lane: rhs ^ ((lhs ^ rhs) & all-ones-where-cond)
+            c, a, b = _align_raw([c, lhs.data, rhs.data])
+            ones = np.multiply(c, u(np.iinfo(u).max), dtype=u)
+            t = np.bitwise_and(np.bitwise_xor(a.view(u), b.view(u)), ones)
+            t = np.bitwise_xor(t, b.view(u), out=t if t.shape == np.broadcast_shapes(t.shape, b.shape) else None)
+            STATS["branchless_selects"] += 1
+            return self._handle(t.view(lhs.data.dtype), rhs.dtype.scalar)
         return _elementwise(self._base, "create_select", cond, lhs, rhs)
 
     def create_icmpSLT(self, lhs: Any, rhs: Any) -> Any:
@@ -1909,7 +1919,9 @@ STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0,
          # replays that took the values fixed by program ids, constants and scalars from an earlier one
          "reused_statics": 0,
          # masked loads and stores served as the unmasked box of lanes their mask keeps in every instance
-         "boxed_masks": 0}
+         "boxed_masks": 0,
+         # selects on a condition that differs between lanes, made from the operands' bits
+         "branchless_selects": 0}
 _UNTAPED: dict[Any, str] = {}
 # tapes by specialization: (function, argument kinds) -> one tape per path taken through the kernel
 _TAPES: dict[tuple[Any, ...], list[_Tape]] = {}

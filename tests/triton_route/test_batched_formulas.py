@@ -108,6 +108,14 @@ def head_tile_kernel(x_ptr, out_ptr, T, K, BT: tl.constexpr, BK: tl.constexpr):
     tl.store(out_ptr + pid * BT * BK + o_t[:, None] * BK + o_k[None, :], tl.load(p, mask=mask, other=-1.0) * 3.0)
 
 
+@triton.jit
+def select_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    tl.store(out_ptr + offs, tl.where(x > y, x, y))  # a condition that differs lane by lane
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -246,3 +254,16 @@ def test_column_test_the_same_for_every_instance_keeps_a_box(counts: Any) -> Non
     assert torch.equal(out, loaded * 3.0)
     # the column test is made once for all instances, the row test is a constant: the mask is a box
     assert counts("boxed_masks") == 1 and counts("formula_loads") == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.int8])
+def test_select_on_a_condition_per_lane(counts: Any, dtype: torch.dtype) -> None:
+    if dtype.is_floating_point:
+        x, y = torch.randn(4, 64, generator=_gen(50)).to(dtype), torch.randn(4, 64, generator=_gen(51)).to(dtype)
+        x[0, :4] = torch.tensor([float("nan"), -0.0, float("inf"), 0.0])  # bits a branchless select must keep
+        y[0, :4] = torch.tensor([1.0, 0.0, float("nan"), -0.0])
+    else:
+        x, y = (torch.randint(-100, 100, (4, 64), generator=_gen(s)).to(dtype) for s in (52, 53))
+    _, (_, _, out) = _run(select_kernel, (4,), [x, y, torch.zeros(4, 64, dtype=dtype)], BLOCK=64)
+    assert torch.equal(out.view(-1).view(torch.uint8), torch.where(x > y, x, y).view(-1).view(torch.uint8))
+    assert counts("branchless_selects") == 1
