@@ -554,6 +554,7 @@ def _affine_class() -> type:
             def __init__(self, base: np.ndarray, strides: tuple[int, ...], shape: tuple[int, ...],
                          np_dtype: np.dtype, dtype: Any) -> None:
                 self.aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]] | None = (base, strides, shape)
+                self.ext: tuple[int, int] | None = None  # (least, greatest) value, once asked
                 self.np_dtype = np_dtype
                 self._data: np.ndarray | None = None
                 self.dtype = dtype
@@ -604,8 +605,20 @@ def _affine_extent(aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]) -> 
     return lo, hi
 
 
-def _fits(aff: Any, np_dtype: np.dtype) -> bool:
-    lo, hi = _affine_extent(aff)
+def _hext(h: Any) -> tuple[int, int]:
+    """The extent of a formula handle, computed once: a value reused across replays is asked again."""
+    e = h.ext
+    if e is None:
+        e = h.ext = _affine_extent(h.aff)
+    return e
+
+
+def _hfits(h: Any, np_dtype: np.dtype) -> bool:
+    return _fits(h.aff, np_dtype, _hext(h))
+
+
+def _fits(aff: Any, np_dtype: np.dtype, extent: tuple[int, int] | None = None) -> bool:
+    lo, hi = _affine_extent(aff) if extent is None else extent
     limits = _LIMITS.get(np_dtype)
     if limits is None:
         info = np.iinfo(np_dtype)
@@ -644,7 +657,9 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any
     """How to reach the elements of a formula pointer block in one argument storage:
     ("strided", a view of the storage with the block's shape) when instances are evenly spaced and
     every lane lies inside; ("shared", such a view) when lanes share elements (read, not written);
-    ("index", element indices) for scattered instances; ("edge", (view, rows, first, end, others,
+    ("grid", a view with an axis per instance axis) for instances on a grid (heads by chunks), or
+    ("grid_shared", such a view) where instances share elements (read, not written);
+    ("index", element indices) for other scattered instances; ("edge", (view, rows, first, end, others,
     their indices)) when evenly spaced instances [first, end) lie inside and the others have lanes
     outside, which only a mask may allow; None otherwise (the address path decides)."""
     base, strides, shape = aff
@@ -692,7 +707,39 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any
         if _strided_ok([(step, nb)] + list(zip(steps, shape))):
             return "strided", region
         return "shared", (region, view, rel, steps)  # lanes share elements: written by index
+    axes = _instance_axes(rel)
+    if axes is not None:  # instances on a grid (heads by chunks by blocks): one view, an axis each
+        region = np.lib.stride_tricks.as_strided(
+            view[int(rel[0]):], shape=tuple(n for n, _ in axes) + shape,
+            strides=tuple(st * size for _, st in axes) + tuple(st * size for st in steps))
+        STATS["grid_accesses"] += 1
+        # lanes that share elements (instances reading the same rows) are read, never written, so
+        if _strided_ok([(st, n) for n, st in axes] + list(zip(steps, shape))):
+            return "grid", region
+        return "grid_shared", region
     return "index", (view, _form((rel, tuple(steps), shape), np.dtype(np.int64)))
+
+
+def _instance_axes(rel: np.ndarray) -> list[tuple[int, int]] | None:
+    """[(n, stride)...], outermost first, with rel == rel[0] + sum_k stride_k * i_k over the grid of the
+    axes in row-major order (2 to 4 axes, each of 2 or more), else None."""
+    if rel.shape[0] < 4:
+        return None
+    axes: list[tuple[int, int]] = []
+    cur = rel
+    while cur.shape[0] > 1:
+        steps = np.diff(cur)
+        st = int(steps[0])
+        breaks = np.flatnonzero(steps != st)
+        n = int(breaks[0]) + 1 if breaks.size else cur.shape[0]
+        if n < 2 or cur.shape[0] % n or len(axes) == 4:
+            return None
+        rows = cur.reshape(-1, n)
+        if not np.array_equal(rows, rows[:, :1] + st * np.arange(n, dtype=rows.dtype)):
+            return None
+        axes.append((n, st))
+        cur = rows[:, 0]
+    return axes[::-1] if len(axes) > 1 else None
 
 
 def _extent(data: np.ndarray) -> tuple[int, int]:
@@ -706,8 +753,8 @@ def _extent(data: np.ndarray) -> tuple[int, int]:
 
 def _check_overflow(lhs: Any, rhs: Any, op: str, lo: int, hi: int, msg: str) -> None:
     la, ra = _aff(lhs), _aff(rhs)
-    (amin, amax) = _affine_extent(la) if la is not None else _extent(lhs.data)
-    (bmin, bmax) = _affine_extent(ra) if ra is not None else _extent(rhs.data)
+    (amin, amax) = _hext(lhs) if la is not None else _extent(lhs.data)
+    (bmin, bmax) = _hext(rhs) if ra is not None else _extent(rhs.data)
     if op == "add":
         bounds = (amin + bmin, amax + bmax)
     elif op == "sub":
@@ -827,7 +874,7 @@ class BatchedBuilder:
                 and lhs.np_dtype in _AFFINE_INTS and not any(b[1]):
             c = _uniform(b[0])
             if c is not None and c > 0:
-                lo, hi = _affine_extent(a)
+                lo, hi = _hext(lhs)
                 if 0 <= lo and hi < c:
                     return self._affine(a[0], a[1], a[2], lhs.np_dtype, lhs.dtype)
         return _elementwise(self._base, "create_srem", lhs, rhs)
@@ -837,7 +884,7 @@ class BatchedBuilder:
         away from the edge): a constant, without forming either side."""
         a, b = _aff(lhs), _aff(rhs)
         if a is not None and b is not None and a[2] == b[2] and lhs.np_dtype == rhs.np_dtype \
-                and lhs.np_dtype in _AFFINE_INTS and _fits(a, lhs.np_dtype) and _fits(b, rhs.np_dtype):
+                and lhs.np_dtype in _AFFINE_INTS and _hfits(lhs, lhs.np_dtype) and _hfits(rhs, rhs.np_dtype):
             lo, hi = _affine_extent((a[0] - b[0], tuple(x - y for x, y in zip(a[1], b[1])), a[2]))
             test = _SIGNED_TESTS[name]
             if test(lo) == test(hi):  # the difference is monotone between its extremes
@@ -909,7 +956,7 @@ class BatchedBuilder:
         a = _aff(src)
         if a is not None and src.np_dtype in _AFFINE_INTS:
             np_dtype = np.dtype(_interp()._get_np_dtype(dst_type))
-            if np_dtype in _AFFINE_INTS and _fits(a, src.np_dtype) and _fits(a, np_dtype):
+            if np_dtype in _AFFINE_INTS and _hfits(src, src.np_dtype) and _hfits(src, np_dtype):
                 return self._affine(a[0], a[1], a[2], np_dtype, dst_type.scalar)
         return _elementwise(self._base, "create_int_cast", src, dst_type, is_signed)
 
@@ -936,7 +983,7 @@ class BatchedBuilder:
     def create_addptr(self, ptr: Any, offset: Any) -> Any:
         a, b = _aff(ptr), _aff(offset)
         if a is not None and b is not None and a[2] == b[2] and ptr.np_dtype == np.uint64 \
-                and offset.np_dtype in _AFFINE_INTS and _fits(b, offset.np_dtype):
+                and offset.np_dtype in _AFFINE_INTS and _hfits(offset, offset.np_dtype):
             size = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
             out = self._affine(a[0] + b[0] * size, tuple(x + y * size for x, y in zip(a[1], b[1])), a[2],
                                ptr.np_dtype, ptr.dtype)
@@ -1044,7 +1091,13 @@ class BatchedBuilder:
     def _narrowed(self, ptrs: Any, a: Any, mask: Any) -> tuple[Any, tuple[slice, ...]] | None:
         """A formula pointer block under a mask that keeps the same box of lanes in every instance (a row's
         columns below its length): the pointer block of that box, and the box."""
-        box = _mask_box(a, mask.data)
+        # a mask made from program ids and scalars is reused across replays: its box is found once
+        known = mask.__dict__.get("_cudashim_box")
+        if known is not None and known[0] is mask.data and known[1] == a[2]:
+            box = known[2]
+        else:
+            box = _mask_box(a, mask.data)
+            mask.__dict__["_cudashim_box"] = (mask.data, a[2], box)
         if box is None:
             return None
         STATS["boxed_masks"] += 1
@@ -1065,10 +1118,12 @@ class BatchedBuilder:
             if narrowed is not None:  # the box's lanes unmasked, the others `other`
                 p, box = narrowed
                 inner = None
+                nb_box = p.aff[0].shape[0]
                 if run is not None and run.memory is not None:  # a view of the box, copied once below
                     found_box = _affine_access(run.memory, p.aff, np.dtype(dtype_np))
-                    if found_box is not None and found_box[0] in ("strided", "shared"):
-                        inner = found_box[1] if found_box[0] == "strided" else found_box[1][0]
+                    if found_box is not None and found_box[0] in ("strided", "shared", "grid", "grid_shared"):
+                        inner = _formula_values(found_box[0], found_box[1], None, (nb_box,) + p.aff[2],
+                                                np.dtype(dtype_np))
                         STATS["formula_loads"] += 1
                 if inner is None:
                     inner = self.create_masked_load(p, None, None, cache_policy, is_volatile).data
@@ -1102,6 +1157,8 @@ class BatchedBuilder:
                         STATS["formula_loads"] += 1
                         if m is not None and not _all(m):
                             data = np.where(m, values, o if o is not None else np.zeros((), dtype_np))
+                        elif kind in ("grid", "grid_shared", "index") and values.shape == shape and values.base is None:
+                            data = values  # gathered into a new array already
                         else:
                             data = np.array(np.broadcast_to(values, shape))
                         return self._handle(data, dtype_tt)
@@ -1165,6 +1222,25 @@ class BatchedBuilder:
                         view[idx] = v
                         STATS["formula_stores"] += 1
                         return None
+            if found_a is not None and found_a[0] == "grid" and value.data.dtype == found_a[1].dtype:
+                region = found_a[1]
+                full = (a[0].shape[0],) + a[2]
+                extra = _align_raw([np.empty((1,) * (len(a[2]) + 1)), value.data] +
+                                   ([mask.data] if mask is not None else []))[1:]
+                try:
+                    v = np.broadcast_to(extra[0], full).reshape(region.shape)
+                    m = np.broadcast_to(extra[1], full).reshape(region.shape) if mask is not None else None
+                except ValueError:
+                    v = None
+                if v is not None:
+                    if run.undo_free:
+                        run.irreversible = True
+                    else:
+                        run.undo.append(partial(np.copyto, region, region.copy()))
+                    np.copyto(region, v, casting="no", where=m if m is not None else True)
+                    STATS["formula_stores"] += 1
+                    return None
+                found_a = None
             if found_a is not None and found_a[0] == "strided":
                 region = found_a[1]
                 extra = [value.data] + ([mask.data] if mask is not None else [])
@@ -1276,6 +1352,9 @@ def _formula_values(kind: str, where: Any, m: np.ndarray | None, shape: tuple[in
     the storage is not masked off."""
     if kind == "strided":
         return where
+    if kind in ("grid", "grid_shared"):  # the instance axes as one
+        k = where.ndim - len(shape) + 1 if shape else where.ndim
+        return where.reshape((-1,) + where.shape[k:])
     if kind == "shared":
         return where[0]
     if kind == "index":
@@ -1921,7 +2000,9 @@ STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0,
          # masked loads and stores served as the unmasked box of lanes their mask keeps in every instance
          "boxed_masks": 0,
          # selects on a condition that differs between lanes, made from the operands' bits
-         "branchless_selects": 0}
+         "branchless_selects": 0,
+         # loads and stores through one view of instances on a grid of two axes
+         "grid_accesses": 0}
 _UNTAPED: dict[Any, str] = {}
 # tapes by specialization: (function, argument kinds) -> one tape per path taken through the kernel
 _TAPES: dict[tuple[Any, ...], list[_Tape]] = {}

@@ -116,6 +116,16 @@ def select_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.where(x > y, x, y))  # a condition that differs lane by lane
 
 
+@triton.jit
+def heads_by_chunks_kernel(x_ptr, out_ptr, H: tl.constexpr, C: tl.constexpr, D: tl.constexpr):
+    # instance pid: head pid % H of chunk pid // H of a (T, H, D) tensor; its tile is C rows of D
+    pid = tl.program_id(0)
+    i_h, i_c = pid % H, pid // H
+    rows = i_c * C + tl.arange(0, C)
+    p = rows[:, None] * (H * D) + i_h * D + tl.arange(0, D)[None, :]
+    tl.store(out_ptr + p, tl.load(x_ptr + p) * 2.0 + 1.0)
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -267,3 +277,12 @@ def test_select_on_a_condition_per_lane(counts: Any, dtype: torch.dtype) -> None
     _, (_, _, out) = _run(select_kernel, (4,), [x, y, torch.zeros(4, 64, dtype=dtype)], BLOCK=64)
     assert torch.equal(out.view(-1).view(torch.uint8), torch.where(x > y, x, y).view(-1).view(torch.uint8))
     assert counts("branchless_selects") == 1
+
+
+def test_instances_on_a_grid_of_two_axes(counts: Any) -> None:
+    x = torch.randn(32, 3, 8, generator=_gen(60))  # 4 chunks of 8 rows, 3 heads of 8
+    _, (_, out, *_) = _run(heads_by_chunks_kernel, (12,), [x, torch.zeros(32, 3, 8)], H=3, C=8, D=8)
+    assert torch.equal(out, x * 2.0 + 1.0)
+    # instances are not evenly spaced (3 heads, then the next chunk): one view with two instance axes
+    assert counts("formula_loads") == 1 and counts("formula_stores") == 1
+    assert counts("grid_accesses") == 2
