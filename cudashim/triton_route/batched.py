@@ -674,17 +674,21 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any
     start = memory.starts[i]
     if start % size or any(st % size for st in strides):
         return None
-    rel = base - start
-    if (rel % size).any():
+    rel0 = int(base[0]) - start
+    if rel0 % size:
         return None
-    rel //= size
+    r0 = rel0 // size
+    nb = base.shape[0]
+    info = _instance_pattern(base, size) if nb > 1 else _ONE_INSTANCE
+    if info is None:
+        return None
+    pattern, step, even, pmin, pmax, axes = info
+    rel = pattern + r0
     steps = [st // size for st in strides]
     view = memory._view(i, dtype)
-    nb = rel.shape[0]
-    lo, hi = _affine_extent((rel, tuple(steps), shape))
+    lo = r0 + pmin + sum(min(0, st * (n - 1)) for st, n in zip(steps, shape))
+    hi = r0 + pmax + sum(max(0, st * (n - 1)) for st, n in zip(steps, shape))
     inside = lo >= 0 and hi < view.shape[0]
-    step = int(rel[1] - rel[0]) if nb > 1 else 0
-    even = nb == 1 or bool((np.diff(rel) == step).all())
     if not inside:
         if not even or nb == 1:
             return None
@@ -694,30 +698,57 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any
         if rows.size == 0 or int(rows[-1]) - int(rows[0]) + 1 != rows.size:
             return None
         first, end = int(rows[0]), int(rows[-1]) + 1
-        region = np.lib.stride_tricks.as_strided(view[int(rel[first]):], shape=(end - first,) + shape,
-                                                 strides=(step * size,) + tuple(st * size for st in steps))
+        region = _strided(view, int(rel[first]), (end - first,) + shape,
+                          (step * size,) + tuple(st * size for st in steps))
         others = np.concatenate([np.arange(first), np.arange(end, nb)])
         writable = _strided_ok([(step, nb)] + list(zip(steps, shape)))
         return "edge", (view, region, first, end, others, _form((rel[others], tuple(steps), shape),
                                                                 np.dtype(np.int64)), writable, rel, steps)
     if even:
         first = int(rel[0])
-        region = np.lib.stride_tricks.as_strided(view[first:], shape=(nb,) + shape,
-                                                 strides=(step * size,) + tuple(st * size for st in steps))
+        region = _strided(view, first, (nb,) + shape, (step * size,) + tuple(st * size for st in steps))
         if _strided_ok([(step, nb)] + list(zip(steps, shape))):
             return "strided", region
         return "shared", (region, view, rel, steps)  # lanes share elements: written by index
-    axes = _instance_axes(rel)
     if axes is not None:  # instances on a grid (heads by chunks by blocks): one view, an axis each
-        region = np.lib.stride_tricks.as_strided(
-            view[int(rel[0]):], shape=tuple(n for n, _ in axes) + shape,
-            strides=tuple(st * size for _, st in axes) + tuple(st * size for st in steps))
+        region = _strided(view, int(rel[0]), tuple(n for n, _ in axes) + shape,
+                          tuple(st * size for _, st in axes) + tuple(st * size for st in steps))
         STATS["grid_accesses"] += 1
-        # lanes that share elements (instances reading the same rows) are read, never written, so
+        # instances that share elements (reading the same rows) may read through it, not write
         if _strided_ok([(st, n) for n, st in axes] + list(zip(steps, shape))):
             return "grid", region
         return "grid_shared", region
     return "index", (view, _form((rel, tuple(steps), shape), np.dtype(np.int64)))
+
+
+def _strided(view: np.ndarray, first: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """The elements of `view` from index `first` with these byte strides (every one inside `view`)."""
+    return np.ndarray(shape, view.dtype, buffer=view, offset=first * view.itemsize, strides=strides)
+
+
+_ONE_INSTANCE = (np.zeros(1, dtype=np.int64), 0, True, 0, 0, None)
+_PATTERNS: dict[tuple[bytes, int], Any] = {}
+
+
+def _instance_pattern(base: np.ndarray, size: int) -> tuple[np.ndarray, int, bool, int, int, Any] | None:
+    """How the instances' first lanes lie relative to the first instance's, in elements of `size` bytes:
+    (offsets, first step, evenly spaced, least, greatest, grid axes or None), or None where an offset is
+    not a whole element. Launches of a kernel repeat a few patterns: each is worked out once."""
+    rel = base - base[0]
+    key = (rel.tobytes(), size)
+    info = _PATTERNS.get(key, False)
+    if info is False:
+        if (rel % size).any():
+            info = None
+        else:
+            rel //= size
+            step = int(rel[1])
+            even = bool((np.diff(rel) == step).all())
+            info = (rel, step, even, int(rel.min()), int(rel.max()), None if even else _instance_axes(rel))
+        if len(_PATTERNS) > 512:
+            _PATTERNS.clear()
+        _PATTERNS[key] = info
+    return info
 
 
 def _instance_axes(rel: np.ndarray) -> list[tuple[int, int]] | None:
