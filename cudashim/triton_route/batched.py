@@ -1188,8 +1188,9 @@ class BatchedBuilder:
                         STATS["formula_loads"] += 1
                         if m is not None and not _all(m):
                             data = np.where(m, values, o if o is not None else np.zeros((), dtype_np))
-                        elif kind in ("grid", "grid_shared", "index") and values.shape == shape and values.base is None:
-                            data = values  # gathered into a new array already
+                        elif values.shape == shape:  # a new array: gathered already, or a view copied
+                            data = values if kind in ("grid", "grid_shared", "index") and values.base is None \
+                                else values.copy()
                         else:
                             data = np.array(np.broadcast_to(values, shape))
                         return self._handle(data, dtype_tt)
