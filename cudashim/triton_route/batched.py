@@ -1943,8 +1943,26 @@ def _cvt(arg: Any, implicit_cvt: Callable[[Any], Any]) -> Any:
             dtype = np.uint64
         else:
             return implicit_cvt(arg)  # the interpreter's error
-        return _tl().tensor(ip.TensorHandle(np.array([arg], dtype=dtype), ty), ty)
-    return _tl().tensor(ip.TensorHandle(np.array([arg.data_ptr()], dtype=np.uint64), ty), ty)
+        return _arg_tensor(np.array([arg], dtype=dtype), ty, mangled)
+    return _arg_tensor(np.array([arg.data_ptr()], dtype=np.uint64), ty, mangled)
+
+
+_PROTOS: dict[str, Any] = {}
+
+
+def _arg_tensor(data: np.ndarray, ty: Any, mangled: str) -> Any:
+    """tl.tensor(TensorHandle(data, ty), ty), made as a copy of the first one of its type with the new
+    handle: the constructors' checks and shape work are the same for every argument of one type."""
+    proto = _PROTOS.get(mangled)
+    ip = _interp()
+    if proto is None:
+        proto = _PROTOS[mangled] = _tl().tensor(ip.TensorHandle(data, ty), ty)
+    handle = ip.TensorHandle.__new__(ip.TensorHandle)
+    handle.data, handle.dtype, handle.attr = data, ty, {}
+    out = proto.__class__.__new__(proto.__class__)
+    out.__dict__.update(proto.__dict__)
+    out.handle = handle
+    return out
 
 
 def _grid3(grid: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int, int]:
