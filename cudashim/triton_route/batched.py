@@ -659,7 +659,9 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any
     every lane lies inside; ("shared", such a view) when lanes share elements (read, not written);
     ("grid", a view with an axis per instance axis) for instances on a grid (heads by chunks), or
     ("grid_shared", such a view) where instances share elements (read, not written);
-    ("index", element indices) for other scattered instances; ("edge", (view, rows, first, end, others,
+    ("rows", (a 2-d view of the storage, a row per instance...)) for scattered instances whose blocks
+    are runs of consecutive elements at one phase (cache slots); ("index", element indices) for other
+    scattered instances; ("edge", (view, rows, first, end, others,
     their indices)) when evenly spaced instances [first, end) lie inside and the others have lanes
     outside, which only a mask may allow; None otherwise (the address path decides)."""
     base, strides, shape = aff
@@ -718,7 +720,25 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any
         if _strided_ok([(st, n) for n, st in axes] + list(zip(steps, shape))):
             return "grid", region
         return "grid_shared", region
+    block = math.prod(shape) if shape else 1
+    if block > 1 and _contiguous(steps, shape):
+        # each instance's block is a run of `block` elements, all at one phase: rows of a 2-d view
+        phase = int(rel[0]) % block
+        if not ((rel - phase) % block).any():
+            rows = view[phase:phase + (view.shape[0] - phase) // block * block].reshape(-1, block)
+            STATS["row_accesses"] += 1
+            return "rows", (rows, (rel - phase) // block, view, rel, steps)
     return "index", (view, _form((rel, tuple(steps), shape), np.dtype(np.int64)))
+
+
+def _contiguous(steps: list[int], shape: tuple[int, ...]) -> bool:
+    """Whether a block's lanes, in order, are consecutive elements."""
+    expected = 1
+    for st, n in zip(reversed(steps), reversed(shape)):
+        if n > 1 and st != expected:
+            return False
+        expected *= n
+    return True
 
 
 def _strided(view: np.ndarray, first: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
@@ -1189,7 +1209,7 @@ class BatchedBuilder:
                         if m is not None and not _all(m):
                             data = np.where(m, values, o if o is not None else np.zeros((), dtype_np))
                         elif values.shape == shape:  # a new array: gathered already, or a view copied
-                            data = values if kind in ("grid", "grid_shared", "index") and values.base is None \
+                            data = values if kind in ("grid", "grid_shared", "index", "rows") and values.base is None \
                                 else values.copy()
                         else:
                             data = np.array(np.broadcast_to(values, shape))
@@ -1254,6 +1274,25 @@ class BatchedBuilder:
                         view[idx] = v
                         STATS["formula_stores"] += 1
                         return None
+            if found_a is not None and found_a[0] == "rows":
+                rows, which, view, rel, steps = found_a[1]
+                full = (a[0].shape[0],) + a[2]
+                extra = _align_raw([np.empty((1,) * (len(a[2]) + 1)), value.data] +
+                                   ([mask.data] if mask is not None else []))[1:]
+                if value.data.dtype == rows.dtype and (mask is None or _all(np.broadcast_to(extra[1], full))):
+                    try:
+                        v = np.broadcast_to(extra[0], full).reshape(full[0], -1)
+                    except ValueError:
+                        v = None
+                    if v is not None:  # whole rows, in instance order (a repeated row: the last one stays)
+                        if run.undo_free:
+                            run.irreversible = True
+                        else:
+                            run.undo.append(partial(_put, rows, which, rows[which]))
+                        rows[which] = v
+                        STATS["formula_stores"] += 1
+                        return None
+                found_a = ("index", (view, _form((rel, tuple(steps), a[2]), np.dtype(np.int64))))
             if found_a is not None and found_a[0] == "grid" and value.data.dtype == found_a[1].dtype:
                 region = found_a[1]
                 full = (a[0].shape[0],) + a[2]
@@ -1389,6 +1428,9 @@ def _formula_values(kind: str, where: Any, m: np.ndarray | None, shape: tuple[in
         return where.reshape((-1,) + where.shape[k:])
     if kind == "shared":
         return where[0]
+    if kind == "rows":
+        rows, which = where[0], where[1]
+        return rows[which].reshape(shape)
     if kind == "index":
         view, idx = where
         return view.take(idx)
@@ -2052,7 +2094,9 @@ STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0,
          # selects on a condition that differs between lanes, made from the operands' bits
          "branchless_selects": 0,
          # loads and stores through one view of instances on a grid of two axes
-         "grid_accesses": 0}
+         "grid_accesses": 0,
+         # loads and stores of scattered instances as whole rows of a 2-d view (cache slots)
+         "row_accesses": 0}
 _UNTAPED: dict[Any, str] = {}
 # tapes by specialization: (function, argument kinds) -> one tape per path taken through the kernel
 _TAPES: dict[tuple[Any, ...], list[_Tape]] = {}

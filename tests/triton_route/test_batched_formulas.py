@@ -126,6 +126,14 @@ def heads_by_chunks_kernel(x_ptr, out_ptr, H: tl.constexpr, C: tl.constexpr, D: 
     tl.store(out_ptr + p, tl.load(x_ptr + p) * 2.0 + 1.0)
 
 
+@triton.jit
+def gather_rows_kernel(idx_ptr, x_ptr, out_ptr, D: tl.constexpr):
+    pid = tl.program_id(0)
+    src = tl.load(idx_ptr + pid)
+    cols = tl.arange(0, D)
+    tl.store(out_ptr + pid * D + cols, tl.load(x_ptr + src * D + cols) + 0.5)
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -200,6 +208,7 @@ def test_scattered_rows_with_repeated_targets(counts: Any) -> None:
     _, (_, _, out) = _run(scatter_rows_kernel, (6,), [idx, x, torch.zeros(8, 16)], D=16)
     assert torch.equal(out[3], x[2]) and torch.equal(out[0], x[5])
     assert counts("formula_stores") == 1
+    assert counts("row_accesses") == 1  # the rows written whole, in instance order
 
 
 def test_two_axis_tiles(counts: Any) -> None:
@@ -286,3 +295,12 @@ def test_instances_on_a_grid_of_two_axes(counts: Any) -> None:
     # instances are not evenly spaced (3 heads, then the next chunk): one view with two instance axes
     assert counts("formula_loads") == 1 and counts("formula_stores") == 1
     assert counts("grid_accesses") == 2
+
+
+def test_scattered_rows_read_whole_off_the_storage_start(counts: Any) -> None:
+    storage = torch.randn(3 + 8 * 16, generator=_gen(70))
+    x = storage[3:].view(8, 16)  # rows 3 elements into their storage: every row at that phase
+    idx = torch.tensor([7, 0, 7, 2, 5, 1])
+    _, (_, _, out) = _run(gather_rows_kernel, (6,), [idx, x, torch.zeros(6, 16)], D=16)
+    assert torch.equal(out, x[idx] + 0.5)
+    assert counts("row_accesses") == 1 and counts("formula_loads") == 1  # the rows, read whole
