@@ -1141,7 +1141,7 @@ class BatchedBuilder:
 
     def _narrowed(self, ptrs: Any, a: Any, mask: Any) -> tuple[Any, tuple[slice, ...]] | None:
         """A formula pointer block under a mask that keeps the same box of lanes in every instance (a row's
-        columns below its length): the pointer block of that box, and the box."""
+        columns below its length): the pointer block of those lanes, and their slices."""
         # a mask made from program ids and scalars is reused across replays: its box is found once
         known = mask.__dict__.get("_cudashim_box")
         if known is not None and known[0] is mask.data and known[1] == a[2]:
@@ -1166,11 +1166,11 @@ class BatchedBuilder:
         run = self.run
         if a is not None and mask is not None and (other is None or other.data.dtype == dtype_np):
             narrowed = self._narrowed(ptrs, a, mask)
-            if narrowed is not None:  # the box's lanes unmasked, the others `other`
+            if narrowed is not None:  # the kept lanes unmasked, the others `other`
                 p, box = narrowed
                 inner = None
                 nb_box = p.aff[0].shape[0]
-                if run is not None and run.memory is not None:  # a view of the box, copied once below
+                if run is not None and run.memory is not None:  # a view of the kept lanes, copied once below
                     found_box = _affine_access(run.memory, p.aff, np.dtype(dtype_np))
                     if found_box is not None and found_box[0] in ("strided", "shared", "grid", "grid_shared"):
                         inner = _formula_values(found_box[0], found_box[1], None, (nb_box,) + p.aff[2],
@@ -1184,7 +1184,7 @@ class BatchedBuilder:
                 if len(shape) == len(a[2]) + 1:
                     data = np.empty(shape, dtype_np)
                     fill = np.broadcast_to(extra[-1], shape) if other is not None else np.zeros((), dtype_np)
-                    if len(box) == 1:  # only the lanes outside the box take `other`
+                    if len(box) == 1:  # only the lanes outside the kept slice take `other`
                         lo, hi = box[0].start, box[0].stop
                         data[:, :lo] = fill[:, :lo] if fill.ndim else fill
                         data[:, hi:] = fill[:, hi:] if fill.ndim else fill
@@ -1240,7 +1240,7 @@ class BatchedBuilder:
         run = self.run
         if a is not None and mask is not None and value.data.ndim <= len(a[2]) + 1:
             narrowed = self._narrowed(ptrs, a, mask)
-            if narrowed is not None:  # the box's lanes stored unmasked, the others left alone
+            if narrowed is not None:  # the kept lanes stored unmasked, the others left alone
                 p, box = narrowed
                 v = _align_raw([np.empty((1,) * (len(a[2]) + 1)), value.data])[1]
                 v = np.broadcast_to(v, (v.shape[0],) + a[2])[(slice(None),) + box]

@@ -261,7 +261,7 @@ def test_mask_keeping_a_box_of_lanes(counts: Any, hole: int) -> None:
     keep = (lanes < 50) & (lanes != hole)
     assert torch.equal(loaded, torch.where(keep, torch.nn.functional.pad(x, (0, 14)), torch.tensor(-3.0)))
     assert torch.equal(out, torch.where(keep[:50], x * 2.0, torch.tensor(0.25)))
-    # the load and the store as the box's 50 columns, unmasked; a mask with a hole is no box
+    # the load and the store as the 50 kept columns, unmasked; a mask with a hole keeps no rectangle
     assert counts("boxed_masks") == (2 if hole < 0 else 0)
 
 
