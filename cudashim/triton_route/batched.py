@@ -19,13 +19,19 @@ Where instances would take different paths the run cannot be one group:
 
 A launch is traced once per specialization (the front end's Python runs, every operation is taped) and
 later launches replay the tape: the same numpy calls, each Python-level decision checked to come out
-the same, a group undone and traced again where one does not.
+the same, a group undone and traced again where one does not. The values a tape makes from program ids,
+constants and scalar arguments alone (offsets, masks, loop bounds) are kept from a replay for the next
+one of the same group and scalars; a replay runs only what reads memory or a pointer argument.
 
 Offsets and pointers of the form base + stride * index (program id times a block size plus `tl.arange`,
 times a row stride...) are kept as that formula: a load or store through one is a strided view of the
 argument's storage (or an index into it) rather than address-by-address arithmetic, and a mask whose
-comparison has one outcome in every lane is a constant. The formula is exact integer arithmetic; where a
-value could leave its type's range, or a lane the storage, the interpreter's own operation decides.
+comparison has one outcome in every lane is a constant. A mask that keeps the same rectangle of lanes in
+every instance (a row's columns below its length) makes its load or store the unmasked rectangle;
+instances laid out on a grid (heads by chunks) are one view with an axis per grid axis, and scattered
+instances whose blocks are runs of consecutive elements (cache slots) are rows of a 2-d view. The
+formula is exact integer arithmetic; where a value could leave its type's range, or a lane the
+storage, the interpreter's own operation decides.
 
 `execute` is the Triton route's executor (launch.add_executor); `run_batched` the same without the
 route's interpreter fixes. Each returns None when it ran the launch, or the reason it did not, having
