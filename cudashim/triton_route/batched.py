@@ -2206,7 +2206,9 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                     for name, v in bound.items():
                         if hasattr(v, "handle"):
                             tape.args[name] = tape.add(v.handle)
-                            if v.dtype.is_ptr():
+                            ty = getattr(v, "dtype", None)
+                            # only a scalar's value may key reused values; anything else is read anew
+                            if v.handle.__class__ is not _interp().TensorHandle or ty is None or ty.is_ptr():
                                 pointer_args.add(name)
                         elif isinstance(v, tuple):
                             tape.broken = f"argument {name} is a tuple"
