@@ -23,9 +23,16 @@ def to_f32(bits: Any) -> Any:
 def from_f32(values: Any) -> Any:
     """fp32 -> bf16 bit patterns, rounded to nearest even; a NaN stays a (quiet) NaN."""
     f = np.asarray(values, dtype=np.float32)
+    if f.ndim == 0:  # the in-place steps below need an array, not a numpy scalar
+        return from_f32(f.reshape(1)).reshape(())
     bits = f.view(np.uint32)
-    rounded = ((bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)).astype(np.uint16)
+    # bits + 0x7FFF + (bit 16 of bits), wrapping in uint32, with one temporary
+    r = np.right_shift(bits, np.uint32(16))
+    r &= np.uint32(1)
+    r += np.uint32(0x7FFF)
+    r += bits
+    rounded = np.right_shift(r, np.uint32(16), out=r).astype(np.uint16)
     nan = np.isnan(f)
-    if np.any(nan):
+    if nan.any():
         rounded = np.where(nan, ((bits >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16), rounded)
     return rounded

@@ -19,13 +19,19 @@ Where instances would take different paths the run cannot be one group:
 
 A launch is traced once per specialization (the front end's Python runs, every operation is taped) and
 later launches replay the tape: the same numpy calls, each Python-level decision checked to come out
-the same, a group undone and traced again where one does not.
+the same, a group undone and traced again where one does not. The values a tape makes from program ids,
+constants and scalar arguments alone (offsets, masks, loop bounds) are kept from a replay for the next
+one of the same group and scalars; a replay runs only what reads memory or a pointer argument.
 
 Offsets and pointers of the form base + stride * index (program id times a block size plus `tl.arange`,
 times a row stride...) are kept as that formula: a load or store through one is a strided view of the
 argument's storage (or an index into it) rather than address-by-address arithmetic, and a mask whose
-comparison has one outcome in every lane is a constant. The formula is exact integer arithmetic; where a
-value could leave its type's range, or a lane the storage, the interpreter's own operation decides.
+comparison has one outcome in every lane is a constant. A mask that keeps the same rectangle of lanes in
+every instance (a row's columns below its length) makes its load or store the unmasked rectangle;
+instances laid out on a grid (heads by chunks) are one view with an axis per grid axis, and scattered
+instances whose blocks are runs of consecutive elements (cache slots) are rows of a 2-d view. The
+formula is exact integer arithmetic; where a value could leave its type's range, or a lane the
+storage, the interpreter's own operation decides.
 
 `execute` is the Triton route's executor (launch.add_executor); `run_batched` the same without the
 route's interpreter fixes. Each returns None when it ran the launch, or the reason it did not, having
@@ -315,6 +321,11 @@ class _Tape:
         self.args: dict[str, int] = {}
         self.broken: str | None = None
         self.last_check = -1  # index of the last decision (guard or trip count) among the ops
+        self.scalar_args: list[str] = []  # arguments that are not pointers: their values key `statics`
+        self.dynamic: list[tuple[int, tuple[Any, ...]]] | None = None  # (index, op) of the ops that read memory
+        self.statics: dict[Any, tuple[list[tuple[int, Any]], int, tuple[int, int]]] = {}
+        self.dynamic_at: set[int] = set()
+        self.static_needed: list[int] = []
 
     def add(self, h: Any) -> int:
         i = self.n
@@ -391,9 +402,37 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
     for name, i in tape.args.items():
         slots[i] = bound[name].handle
     free_from = tape.last_check + 1 if run is not None and run.final else -1
-    for at, (kind, fn, refs, krefs, out) in enumerate(tape.ops):
-        if at == free_from:
+    ops: Any = enumerate(tape.ops)
+    fill: list[tuple[int, Any]] | None = None
+    key = None
+    if tape.dynamic is not None and run is not None:
+        # the values made from program ids, constants and the scalar arguments alone are the same at
+        # every launch of this group with these scalars: taken from the first such replay
+        key = (run.group.grid, run.group.coords.tobytes(),
+               tuple(bound[name].handle.data.tobytes() for name in tape.scalar_args))
+        hit = tape.statics.get(key)
+        if hit is not None:
+            values, max_elements, (compares, selects) = hit
+            for i, v in values:
+                slots[i] = v
+            if max_elements > run.max_elements:
+                run.max_elements = max_elements
+            STATS["constant_compares"] += compares
+            STATS["constant_selects"] += selects
+            STATS["reused_statics"] += 1
+            ops = tape.dynamic
+        else:
+            fill = [STATS["constant_compares"], STATS["constant_selects"]]
+            dynamic_at = tape.dynamic_at
+    for at, (kind, fn, refs, krefs, out) in ops:
+        if at >= free_from >= 0 and not run.undo_free:  # type: ignore[union-attr]
             run.undo_free = True  # type: ignore[union-attr]
+        if fill is not None and at in dynamic_at:  # what the operations that run at every replay count
+            fill[0] -= STATS["constant_compares"]
+            fill[1] -= STATS["constant_selects"]
+            counting = True
+        else:
+            counting = False
         args = [slots[a.i] if a.__class__ is _Slot else (a.resolve(slots) if a.__class__ is _Seq else a)
                 for a in refs]
         if kind == 0:
@@ -401,6 +440,9 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
                 r = fn(*args, **{k: _resolve(v, slots) for k, v in krefs.items()})
             else:
                 r = fn(*args)
+            if counting:
+                fill[0] += STATS["constant_compares"]  # type: ignore[index]
+                fill[1] += STATS["constant_selects"]  # type: ignore[index]
             if out is None:
                 continue
             if out.__class__ is int:
@@ -410,6 +452,68 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
                     slots[i] = h
         elif fn(*args) != out:  # a decision the instances disagree on raises _Diverged
             raise _GuardFailed
+    if fill is not None and run is not None:
+        if len(tape.statics) >= _MAX_STATICS:
+            tape.statics.clear()
+        # with the constant comparisons and selects the skipped operations would have counted
+        tape.statics[key] = ([(i, slots[i]) for i in tape.static_needed], run.max_elements,
+                             (STATS["constant_compares"] - fill[0], STATS["constant_selects"] - fill[1]))
+
+
+# Operations whose result depends only on their operands' values (no memory, no launch state but the
+# group's program ids): on operands fixed for a group and its scalar arguments, fixed too.
+_PURE_METHODS = frozenset("""
+create_add create_sub create_mul create_srem create_and create_or create_select create_icmpSLT create_icmpSLE create_icmpSGT create_icmpSGE
+create_int_cast create_get_program_id create_get_num_programs create_make_range create_addptr create_splat
+create_unsplat create_broadcast create_expand_dims create_reshape create_trans create_cat create_join
+create_gather create_dot
+""".split())
+_MAX_STATICS = 4
+
+
+def _pure(fn: Any) -> bool:
+    if fn.__class__ is partial:
+        return fn.func is _elementwise
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:
+        return owner.__class__ is BatchedBuilder and fn.__name__ in _PURE_METHODS
+    return fn in _PURE_FUNCTIONS
+
+
+def _plan_statics(tape: _Tape, pointer_args: set[str]) -> None:
+    """Split a finished tape into the operations to run at every replay (those reading memory or a
+    pointer argument, and all that depend on them) and the rest, whose values a replay may reuse."""
+    static = [True] * tape.n
+    for name, i in tape.args.items():
+        static[i] = name not in pointer_args
+    dynamic: list[tuple[int, tuple[Any, ...]]] = []
+    needed: set[int] = set()
+
+    def slots_of(refs: Any) -> list[int]:
+        out = []
+        for a in refs:
+            if a.__class__ is _Slot:
+                out.append(a.i)
+            elif a.__class__ is _Seq:
+                out += slots_of(a.items)
+        return out
+
+    for at, op in enumerate(tape.ops):
+        kind, fn, refs, krefs, out = op
+        used = slots_of(list(refs) + list(krefs.values()))
+        if (kind != 0 or _pure(fn)) and all(static[i] for i in used):
+            continue
+        dynamic.append((at, op))
+        needed.update(i for i in used if static[i])
+        if kind == 0 and out is not None:
+            for i in ([out] if out.__class__ is int else out):
+                static[i] = False
+    if len(dynamic) == len(tape.ops):
+        return  # nothing to reuse
+    tape.dynamic = dynamic
+    tape.dynamic_at = {at for at, _ in dynamic}
+    tape.static_needed = sorted(needed - set(tape.args.values()))
+    tape.scalar_args = [name for name in tape.args if name not in pointer_args]
 
 
 class _RecordingBuilder:
@@ -456,6 +560,7 @@ def _affine_class() -> type:
             def __init__(self, base: np.ndarray, strides: tuple[int, ...], shape: tuple[int, ...],
                          np_dtype: np.dtype, dtype: Any) -> None:
                 self.aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]] | None = (base, strides, shape)
+                self.ext: tuple[int, int] | None = None  # (least, greatest) value, once asked
                 self.np_dtype = np_dtype
                 self._data: np.ndarray | None = None
                 self.dtype = dtype
@@ -506,10 +611,29 @@ def _affine_extent(aff: tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]) -> 
     return lo, hi
 
 
-def _fits(aff: Any, np_dtype: np.dtype) -> bool:
-    lo, hi = _affine_extent(aff)
-    info = np.iinfo(np_dtype)
-    return info.min <= lo and hi <= info.max
+def _hext(h: Any) -> tuple[int, int]:
+    """The extent of a formula handle, computed once: a value reused across replays is asked again."""
+    e = h.ext
+    if e is None:
+        e = h.ext = _affine_extent(h.aff)
+    return e
+
+
+def _hfits(h: Any, np_dtype: np.dtype) -> bool:
+    return _fits(h.aff, np_dtype, _hext(h))
+
+
+def _fits(aff: Any, np_dtype: np.dtype, extent: tuple[int, int] | None = None) -> bool:
+    lo, hi = _affine_extent(aff) if extent is None else extent
+    limits = _LIMITS.get(np_dtype)
+    if limits is None:
+        info = np.iinfo(np_dtype)
+        limits = _LIMITS[np.dtype(np_dtype)] = (int(info.min), int(info.max))
+    return limits[0] <= lo and hi <= limits[1]
+
+
+_LIMITS: dict[Any, tuple[int, int]] = {}
+_UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _uniform(base: np.ndarray) -> int | None:
@@ -539,7 +663,11 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any
     """How to reach the elements of a formula pointer block in one argument storage:
     ("strided", a view of the storage with the block's shape) when instances are evenly spaced and
     every lane lies inside; ("shared", such a view) when lanes share elements (read, not written);
-    ("index", element indices) for scattered instances; ("edge", (view, rows, first, end, others,
+    ("grid", a view with an axis per instance axis) for instances on a grid (heads by chunks), or
+    ("grid_shared", such a view) where instances share elements (read, not written);
+    ("rows", (a 2-d view of the storage, a row per instance...)) for scattered instances whose blocks
+    are runs of consecutive elements at one phase (cache slots); ("index", element indices) for other
+    scattered instances; ("edge", (view, rows, first, end, others,
     their indices)) when evenly spaced instances [first, end) lie inside and the others have lanes
     outside, which only a mask may allow; None otherwise (the address path decides)."""
     base, strides, shape = aff
@@ -554,17 +682,21 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any
     start = memory.starts[i]
     if start % size or any(st % size for st in strides):
         return None
-    rel = base - start
-    if (rel % size).any():
+    rel0 = int(base[0]) - start
+    if rel0 % size:
         return None
-    rel //= size
+    r0 = rel0 // size
+    nb = base.shape[0]
+    info = _instance_pattern(base, size) if nb > 1 else _ONE_INSTANCE
+    if info is None:
+        return None
+    pattern, step, even, pmin, pmax, axes = info
+    rel = pattern + r0
     steps = [st // size for st in strides]
     view = memory._view(i, dtype)
-    nb = rel.shape[0]
-    lo, hi = _affine_extent((rel, tuple(steps), shape))
+    lo = r0 + pmin + sum(min(0, st * (n - 1)) for st, n in zip(steps, shape))
+    hi = r0 + pmax + sum(max(0, st * (n - 1)) for st, n in zip(steps, shape))
     inside = lo >= 0 and hi < view.shape[0]
-    step = int(rel[1] - rel[0]) if nb > 1 else 0
-    even = nb == 1 or bool((np.diff(rel) == step).all())
     if not inside:
         if not even or nb == 1:
             return None
@@ -574,20 +706,97 @@ def _affine_access(memory: _Memory, aff: Any, dtype: np.dtype) -> tuple[str, Any
         if rows.size == 0 or int(rows[-1]) - int(rows[0]) + 1 != rows.size:
             return None
         first, end = int(rows[0]), int(rows[-1]) + 1
-        region = np.lib.stride_tricks.as_strided(view[int(rel[first]):], shape=(end - first,) + shape,
-                                                 strides=(step * size,) + tuple(st * size for st in steps))
+        region = _strided(view, int(rel[first]), (end - first,) + shape,
+                          (step * size,) + tuple(st * size for st in steps))
         others = np.concatenate([np.arange(first), np.arange(end, nb)])
         writable = _strided_ok([(step, nb)] + list(zip(steps, shape)))
         return "edge", (view, region, first, end, others, _form((rel[others], tuple(steps), shape),
                                                                 np.dtype(np.int64)), writable, rel, steps)
     if even:
         first = int(rel[0])
-        region = np.lib.stride_tricks.as_strided(view[first:], shape=(nb,) + shape,
-                                                 strides=(step * size,) + tuple(st * size for st in steps))
+        region = _strided(view, first, (nb,) + shape, (step * size,) + tuple(st * size for st in steps))
         if _strided_ok([(step, nb)] + list(zip(steps, shape))):
             return "strided", region
         return "shared", (region, view, rel, steps)  # lanes share elements: written by index
+    if axes is not None:  # instances on a grid (heads by chunks by blocks): one view, an axis each
+        region = _strided(view, int(rel[0]), tuple(n for n, _ in axes) + shape,
+                          tuple(st * size for _, st in axes) + tuple(st * size for st in steps))
+        STATS["grid_accesses"] += 1
+        # instances that share elements (reading the same rows) may read through it, not write
+        if _strided_ok([(st, n) for n, st in axes] + list(zip(steps, shape))):
+            return "grid", region
+        return "grid_shared", region
+    block = math.prod(shape) if shape else 1
+    if block > 1 and _contiguous(steps, shape):
+        # each instance's block is a run of `block` elements, all at one phase: rows of a 2-d view
+        phase = int(rel[0]) % block
+        if not ((rel - phase) % block).any():
+            rows = view[phase:phase + (view.shape[0] - phase) // block * block].reshape(-1, block)
+            STATS["row_accesses"] += 1
+            return "rows", (rows, (rel - phase) // block, view, rel, steps)
     return "index", (view, _form((rel, tuple(steps), shape), np.dtype(np.int64)))
+
+
+def _contiguous(steps: list[int], shape: tuple[int, ...]) -> bool:
+    """Whether a block's lanes, in order, are consecutive elements."""
+    expected = 1
+    for st, n in zip(reversed(steps), reversed(shape)):
+        if n > 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _strided(view: np.ndarray, first: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """The elements of `view` from index `first` with these byte strides (every one inside `view`)."""
+    return np.ndarray(shape, view.dtype, buffer=view, offset=first * view.itemsize, strides=strides)
+
+
+_ONE_INSTANCE = (np.zeros(1, dtype=np.int64), 0, True, 0, 0, None)
+_PATTERNS: dict[tuple[bytes, int], Any] = {}
+
+
+def _instance_pattern(base: np.ndarray, size: int) -> tuple[np.ndarray, int, bool, int, int, Any] | None:
+    """How the instances' first lanes lie relative to the first instance's, in elements of `size` bytes:
+    (offsets, first step, evenly spaced, least, greatest, grid axes or None), or None where an offset is
+    not a whole element. Launches of a kernel repeat a few patterns: each is worked out once."""
+    rel = base - base[0]
+    key = (rel.tobytes(), size)
+    info = _PATTERNS.get(key, False)
+    if info is False:
+        if (rel % size).any():
+            info = None
+        else:
+            rel //= size
+            step = int(rel[1])
+            even = bool((np.diff(rel) == step).all())
+            info = (rel, step, even, int(rel.min()), int(rel.max()), None if even else _instance_axes(rel))
+        if len(_PATTERNS) > 512:
+            _PATTERNS.clear()
+        _PATTERNS[key] = info
+    return info
+
+
+def _instance_axes(rel: np.ndarray) -> list[tuple[int, int]] | None:
+    """[(n, stride)...], outermost first, with rel == rel[0] + sum_k stride_k * i_k over the grid of the
+    axes in row-major order (2 to 4 axes, each of 2 or more), else None."""
+    if rel.shape[0] < 4:
+        return None
+    axes: list[tuple[int, int]] = []
+    cur = rel
+    while cur.shape[0] > 1:
+        steps = np.diff(cur)
+        st = int(steps[0])
+        breaks = np.flatnonzero(steps != st)
+        n = int(breaks[0]) + 1 if breaks.size else cur.shape[0]
+        if n < 2 or cur.shape[0] % n or len(axes) == 4:
+            return None
+        rows = cur.reshape(-1, n)
+        if not np.array_equal(rows, rows[:, :1] + st * np.arange(n, dtype=rows.dtype)):
+            return None
+        axes.append((n, st))
+        cur = rows[:, 0]
+    return axes[::-1] if len(axes) > 1 else None
 
 
 def _extent(data: np.ndarray) -> tuple[int, int]:
@@ -601,8 +810,8 @@ def _extent(data: np.ndarray) -> tuple[int, int]:
 
 def _check_overflow(lhs: Any, rhs: Any, op: str, lo: int, hi: int, msg: str) -> None:
     la, ra = _aff(lhs), _aff(rhs)
-    (amin, amax) = _affine_extent(la) if la is not None else _extent(lhs.data)
-    (bmin, bmax) = _affine_extent(ra) if ra is not None else _extent(rhs.data)
+    (amin, amax) = _hext(lhs) if la is not None else _extent(lhs.data)
+    (bmin, bmax) = _hext(rhs) if ra is not None else _extent(rhs.data)
     if op == "add":
         bounds = (amin + bmin, amax + bmax)
     elif op == "sub":
@@ -685,7 +894,8 @@ class BatchedBuilder:
             per = math.prod(shape)
             if per > run.max_elements:
                 run.max_elements = per
-        return _affine_class()(base, strides, shape, np.dtype(np_dtype), dtype)
+        cls = _AFFINE_CLS[0] if _AFFINE_CLS else _affine_class()
+        return cls(base, strides, shape, np_dtype if isinstance(np_dtype, np.dtype) else np.dtype(np_dtype), dtype)
 
     # -- index arithmetic as formulas ---------------------------------------------------------------
 
@@ -713,18 +923,60 @@ class BatchedBuilder:
                     return self._affine(x[0] * c, tuple(st * c for st in x[1]), x[2], h.np_dtype, h.dtype)
         return _elementwise(self._base, "create_mul", lhs, rhs)
 
+    def create_srem(self, lhs: Any, rhs: Any) -> Any:
+        """`offsets % n` where every offset already lies in [0, n) (the tutorials' wrap of a block's rows
+        into the matrix, away from its edge): the offsets unchanged, still a formula."""
+        a, b = _aff(lhs), _aff(rhs)
+        if a is not None and b is not None and a[2] == b[2] and lhs.np_dtype == rhs.np_dtype \
+                and lhs.np_dtype in _AFFINE_INTS and not any(b[1]):
+            c = _uniform(b[0])
+            if c is not None and c > 0:
+                lo, hi = _hext(lhs)
+                if 0 <= lo and hi < c:
+                    return self._affine(a[0], a[1], a[2], lhs.np_dtype, lhs.dtype)
+        return _elementwise(self._base, "create_srem", lhs, rhs)
+
     def _compare(self, name: str, lhs: Any, rhs: Any) -> Any:
         """A signed comparison of two formulas that comes out the same in every lane (a block's mask
         away from the edge): a constant, without forming either side."""
         a, b = _aff(lhs), _aff(rhs)
         if a is not None and b is not None and a[2] == b[2] and lhs.np_dtype == rhs.np_dtype \
-                and lhs.np_dtype in _AFFINE_INTS and _fits(a, lhs.np_dtype) and _fits(b, rhs.np_dtype):
+                and lhs.np_dtype in _AFFINE_INTS and _hfits(lhs, lhs.np_dtype) and _hfits(rhs, rhs.np_dtype):
             lo, hi = _affine_extent((a[0] - b[0], tuple(x - y for x, y in zip(a[1], b[1])), a[2]))
             test = _SIGNED_TESTS[name]
             if test(lo) == test(hi):  # the difference is monotone between its extremes
                 n = max(a[0].shape[0], b[0].shape[0])
                 STATS["constant_compares"] += 1
                 return self._handle(np.broadcast_to(np.bool_(test(lo)), (n,) + a[2]), _tl().int1)
+        if a is not None and b is not None and max(a[0].shape[0], b[0].shape[0]) > 1:
+            # formulas the same for every instance (a column test of a block): compared once, for all
+            ua, ub = _uniform(a[0]), _uniform(b[0])
+            if ua is not None and ub is not None:
+                lhs = self._affine(a[0][:1], a[1], a[2], lhs.np_dtype, lhs.dtype)
+                rhs = self._affine(b[0][:1], b[1], b[2], rhs.np_dtype, rhs.dtype)
+        return _elementwise(self._base, name, lhs, rhs)
+
+    def create_and(self, lhs: Any, rhs: Any) -> Any:
+        return self._logical("create_and", lhs, rhs)
+
+    def create_or(self, lhs: Any, rhs: Any) -> Any:
+        return self._logical("create_or", lhs, rhs)
+
+    def _logical(self, name: str, lhs: Any, rhs: Any) -> Any:
+        """`&` and `|` of masks where one side has one value in every lane (a constant comparison): that
+        side decides, or the other side is the answer, broadcast; so the mask stays a broadcast."""
+        a, b = lhs.data, rhs.data
+        if a.dtype == np.bool_ and b.dtype == np.bool_ and a.size and b.size and \
+                (not any(a.strides) or not any(b.strides)):
+            a, b = _align_raw([a, b])
+            shape = np.broadcast_shapes(a.shape, b.shape)
+            const, other = (a, b) if not any(a.strides) else (b, a)
+            value = bool(const.flat[0])
+            if value == (name == "create_or"):  # x | True, x & False: the constant
+                out = const.reshape((1,) * const.ndim)
+            else:  # x | False, x & True: x
+                out = other
+            return self._handle(np.broadcast_to(out, shape), lhs.dtype.scalar)
         return _elementwise(self._base, name, lhs, rhs)
 
     def create_select(self, cond: Any, lhs: Any, rhs: Any) -> Any:
@@ -734,6 +986,15 @@ class BatchedBuilder:
             shape = np.broadcast_shapes(*(x.shape for x in arrays))
             STATS["constant_selects"] += 1
             return self._handle(np.broadcast_to(arrays[1] if c.flat[0] else arrays[2], shape), lhs.dtype.scalar)
+        u = _UINTS.get(lhs.data.dtype.itemsize)
+        if c.dtype == np.bool_ and lhs.data.dtype == rhs.data.dtype and u is not None and c.size:
+            # np.where's bits, chosen without a branch per lane: rhs ^ ((lhs ^ rhs) & all-ones-where-cond)
+            c, a, b = _align_raw([c, lhs.data, rhs.data])
+            ones = np.multiply(c, u(np.iinfo(u).max), dtype=u)
+            t = np.bitwise_and(np.bitwise_xor(a.view(u), b.view(u)), ones)
+            t = np.bitwise_xor(t, b.view(u), out=t if t.shape == np.broadcast_shapes(t.shape, b.shape) else None)
+            STATS["branchless_selects"] += 1
+            return self._handle(t.view(lhs.data.dtype), rhs.dtype.scalar)
         return _elementwise(self._base, "create_select", cond, lhs, rhs)
 
     def create_icmpSLT(self, lhs: Any, rhs: Any) -> Any:
@@ -752,7 +1013,7 @@ class BatchedBuilder:
         a = _aff(src)
         if a is not None and src.np_dtype in _AFFINE_INTS:
             np_dtype = np.dtype(_interp()._get_np_dtype(dst_type))
-            if np_dtype in _AFFINE_INTS and _fits(a, src.np_dtype) and _fits(a, np_dtype):
+            if np_dtype in _AFFINE_INTS and _hfits(src, src.np_dtype) and _hfits(src, np_dtype):
                 return self._affine(a[0], a[1], a[2], np_dtype, dst_type.scalar)
         return _elementwise(self._base, "create_int_cast", src, dst_type, is_signed)
 
@@ -779,7 +1040,7 @@ class BatchedBuilder:
     def create_addptr(self, ptr: Any, offset: Any) -> Any:
         a, b = _aff(ptr), _aff(offset)
         if a is not None and b is not None and a[2] == b[2] and ptr.np_dtype == np.uint64 \
-                and offset.np_dtype in _AFFINE_INTS and _fits(b, offset.np_dtype):
+                and offset.np_dtype in _AFFINE_INTS and _hfits(offset, offset.np_dtype):
             size = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
             out = self._affine(a[0] + b[0] * size, tuple(x + y * size for x, y in zip(a[1], b[1])), a[2],
                                ptr.np_dtype, ptr.dtype)
@@ -884,12 +1145,59 @@ class BatchedBuilder:
     def create_store(self, ptr: Any, val: Any, cache_policy: Any) -> Any:
         return self.create_masked_store(ptr, val, None, cache_policy)
 
+    def _narrowed(self, ptrs: Any, a: Any, mask: Any) -> tuple[Any, tuple[slice, ...]] | None:
+        """A formula pointer block under a mask that keeps the same box of lanes in every instance (a row's
+        columns below its length): the pointer block of those lanes, and their slices."""
+        # a mask made from program ids and scalars is reused across replays: its box is found once
+        known = mask.__dict__.get("_cudashim_box")
+        if known is not None and known[0] is mask.data and known[1] == a[2]:
+            box = known[2]
+        else:
+            box = _mask_box(a, mask.data)
+            mask.__dict__["_cudashim_box"] = (mask.data, a[2], box)
+        if box is None:
+            return None
+        STATS["boxed_masks"] += 1
+        base, strides, shape = a
+        lo = [s.start for s in box]
+        narrowed = self._affine(base + sum(st * x for st, x in zip(strides, lo)), strides,
+                                tuple(s.stop - s.start for s in box), ptrs.np_dtype, ptrs.dtype)
+        return _keep_aligned(ptrs, narrowed), box
+
     def create_masked_load(self, ptrs: Any, mask: Any, other: Any, cache_policy: Any, is_volatile: bool) -> Any:
         ip = _interp()
         dtype_tt = ptrs.get_element_ty()
         dtype_np = ip._get_np_dtype(dtype_tt)
         a = _aff(ptrs)
         run = self.run
+        if a is not None and mask is not None and (other is None or other.data.dtype == dtype_np):
+            narrowed = self._narrowed(ptrs, a, mask)
+            if narrowed is not None:  # the kept lanes unmasked, the others `other`
+                p, box = narrowed
+                inner = None
+                nb_box = p.aff[0].shape[0]
+                if run is not None and run.memory is not None:  # a view of the kept lanes, copied once below
+                    found_box = _affine_access(run.memory, p.aff, np.dtype(dtype_np))
+                    if found_box is not None and found_box[0] in ("strided", "shared", "grid", "grid_shared"):
+                        inner = _formula_values(found_box[0], found_box[1], None, (nb_box,) + p.aff[2],
+                                                np.dtype(dtype_np))
+                        STATS["formula_loads"] += 1
+                if inner is None:
+                    inner = self.create_masked_load(p, None, None, cache_policy, is_volatile).data
+                extra = _align_raw([np.empty((1,) * (len(a[2]) + 1)), mask.data] +
+                                   ([other.data] if other is not None else []))[1:]
+                shape = np.broadcast_shapes((a[0].shape[0],) + a[2], *(x.shape for x in extra))
+                if len(shape) == len(a[2]) + 1:
+                    data = np.empty(shape, dtype_np)
+                    fill = np.broadcast_to(extra[-1], shape) if other is not None else np.zeros((), dtype_np)
+                    if len(box) == 1:  # only the lanes outside the kept slice take `other`
+                        lo, hi = box[0].start, box[0].stop
+                        data[:, :lo] = fill[:, :lo] if fill.ndim else fill
+                        data[:, hi:] = fill[:, hi:] if fill.ndim else fill
+                    else:
+                        data[...] = fill
+                    data[(slice(None),) + box] = inner
+                    return self._handle(data, dtype_tt)
         if a is not None and run is not None and run.memory is not None:
             found_a = _affine_access(run.memory, a, np.dtype(dtype_np))
             if found_a is not None:
@@ -904,8 +1212,11 @@ class BatchedBuilder:
                     values = _formula_values(kind, where, m, shape, np.dtype(dtype_np))
                     if values is not None:
                         STATS["formula_loads"] += 1
-                        if m is not None and not m.all():
+                        if m is not None and not _all(m):
                             data = np.where(m, values, o if o is not None else np.zeros((), dtype_np))
+                        elif values.shape == shape:  # a new array: gathered already, or a view copied
+                            data = values if kind in ("grid", "grid_shared", "index", "rows") and values.base is None \
+                                else values.copy()
                         else:
                             data = np.array(np.broadcast_to(values, shape))
                         return self._handle(data, dtype_tt)
@@ -919,7 +1230,7 @@ class BatchedBuilder:
         found = run.memory.locate(p, m, dtype_np, _ALIGNED in ptrs.attr) if run is not None else None
         if found is not None:
             view, idx, inside = found
-            if m is not None and not m.all():
+            if m is not None and not _all(m):
                 data = np.where(m, view.take(idx) if inside else view.take(idx, mode="clip"),
                                 o if o is not None else np.zeros((), dtype_np))
             else:
@@ -933,6 +1244,13 @@ class BatchedBuilder:
         ip = _interp()
         a = _aff(ptrs)
         run = self.run
+        if a is not None and mask is not None and value.data.ndim <= len(a[2]) + 1:
+            narrowed = self._narrowed(ptrs, a, mask)
+            if narrowed is not None:  # the kept lanes stored unmasked, the others left alone
+                p, box = narrowed
+                v = _align_raw([np.empty((1,) * (len(a[2]) + 1)), value.data])[1]
+                v = np.broadcast_to(v, (v.shape[0],) + a[2])[(slice(None),) + box]
+                return self.create_masked_store(p, _interp().TensorHandle(v, value.dtype), None, cache_policy)
         if a is not None and run is not None and run.memory is not None:
             found_a = _affine_access(run.memory, a, value.data.dtype)
             if found_a is not None and found_a[0] == "edge":
@@ -952,7 +1270,7 @@ class BatchedBuilder:
                     idx = np.broadcast_to(idx, shape)
                     v = np.broadcast_to(arrays[1], shape)
                     m = np.broadcast_to(arrays[2], shape) if mask is not None else None
-                    if m is not None and not m.all():
+                    if m is not None and not _all(m):
                         idx, v = idx[m], v[m]
                     if found_a[0] == "index" or not (np.asarray(idx).view(np.uint64) >= view.shape[0]).any():
                         if run.undo_free:
@@ -962,6 +1280,44 @@ class BatchedBuilder:
                         view[idx] = v
                         STATS["formula_stores"] += 1
                         return None
+            if found_a is not None and found_a[0] == "rows":
+                rows, which, view, rel, steps = found_a[1]
+                full = (a[0].shape[0],) + a[2]
+                extra = _align_raw([np.empty((1,) * (len(a[2]) + 1)), value.data] +
+                                   ([mask.data] if mask is not None else []))[1:]
+                if value.data.dtype == rows.dtype and (mask is None or _all(np.broadcast_to(extra[1], full))):
+                    try:
+                        v = np.broadcast_to(extra[0], full).reshape(full[0], -1)
+                    except ValueError:
+                        v = None
+                    if v is not None:  # whole rows, in instance order (a repeated row: the last one stays)
+                        if run.undo_free:
+                            run.irreversible = True
+                        else:
+                            run.undo.append(partial(_put, rows, which, rows[which]))
+                        rows[which] = v
+                        STATS["formula_stores"] += 1
+                        return None
+                found_a = ("index", (view, _form((rel, tuple(steps), a[2]), np.dtype(np.int64))))
+            if found_a is not None and found_a[0] == "grid" and value.data.dtype == found_a[1].dtype:
+                region = found_a[1]
+                full = (a[0].shape[0],) + a[2]
+                extra = _align_raw([np.empty((1,) * (len(a[2]) + 1)), value.data] +
+                                   ([mask.data] if mask is not None else []))[1:]
+                try:
+                    v = np.broadcast_to(extra[0], full).reshape(region.shape)
+                    m = np.broadcast_to(extra[1], full).reshape(region.shape) if mask is not None else None
+                except ValueError:
+                    v = None
+                if v is not None:
+                    if run.undo_free:
+                        run.irreversible = True
+                    else:
+                        run.undo.append(partial(np.copyto, region, region.copy()))
+                    np.copyto(region, v, casting="no", where=m if m is not None else True)
+                    STATS["formula_stores"] += 1
+                    return None
+                found_a = None
             if found_a is not None and found_a[0] == "strided":
                 region = found_a[1]
                 extra = [value.data] + ([mask.data] if mask is not None else [])
@@ -988,7 +1344,7 @@ class BatchedBuilder:
         found = run.memory.locate(p, m, v.dtype, _ALIGNED in ptrs.attr) if run is not None else None
         if found is not None:
             view, idx, _ = found
-            if m is not None and not m.all():
+            if m is not None and not _all(m):
                 idx, v = idx[m], v[m]
             if run.undo_free:
                 run.irreversible = True
@@ -1038,14 +1394,49 @@ class BatchedBuilder:
         raise BatchedFallback("unsupported op device_print (output per instance): exact interpreter")
 
 
+def _all(m: np.ndarray) -> bool:
+    if m.size and not any(m.strides):  # one value broadcast (a constant mask): that value
+        return bool(m.flat[0])
+    return bool(m.all())
+
+
+def _mask_box(aff: Any, m: np.ndarray) -> tuple[slice, ...] | None:
+    """The lanes a mask keeps, where it keeps the same box of lanes (a slice per block axis, not empty,
+    not the whole block) in every instance, else None."""
+    shape = aff[2]
+    r = len(shape)
+    if m.ndim != r + 1 or (m.shape[0] != 1 and m.strides[0] != 0) or r == 0 or not any(m.strides):
+        return None
+    try:
+        m0 = np.broadcast_to(m[0], shape)
+    except ValueError:
+        return None
+    box = []
+    for d in range(r):
+        kept = np.flatnonzero(np.any(m0, axis=tuple(i for i in range(r) if i != d)))
+        if kept.size == 0:
+            return None
+        box.append(slice(int(kept[0]), int(kept[-1]) + 1))
+    if math.prod(s.stop - s.start for s in box) in (0, m0.size) or \
+            int(np.count_nonzero(m0)) != math.prod(s.stop - s.start for s in box):
+        return None
+    return tuple(box)
+
+
 def _formula_values(kind: str, where: Any, m: np.ndarray | None, shape: tuple[int, ...],
                     dtype: np.dtype) -> np.ndarray | None:
     """The elements a formula load reads (lanes masked off: any value), or None where a lane outside
     the storage is not masked off."""
     if kind == "strided":
         return where
+    if kind in ("grid", "grid_shared"):  # the instance axes as one
+        k = where.ndim - len(shape) + 1 if shape else where.ndim
+        return where.reshape((-1,) + where.shape[k:])
     if kind == "shared":
         return where[0]
+    if kind == "rows":
+        rows, which = where[0], where[1]
+        return rows[which].reshape(shape)
     if kind == "index":
         view, idx = where
         return view.take(idx)
@@ -1600,8 +1991,26 @@ def _cvt(arg: Any, implicit_cvt: Callable[[Any], Any]) -> Any:
             dtype = np.uint64
         else:
             return implicit_cvt(arg)  # the interpreter's error
-        return _tl().tensor(ip.TensorHandle(np.array([arg], dtype=dtype), ty), ty)
-    return _tl().tensor(ip.TensorHandle(np.array([arg.data_ptr()], dtype=np.uint64), ty), ty)
+        return _arg_tensor(np.array([arg], dtype=dtype), ty, mangled)
+    return _arg_tensor(np.array([arg.data_ptr()], dtype=np.uint64), ty, mangled)
+
+
+_PROTOS: dict[str, Any] = {}
+
+
+def _arg_tensor(data: np.ndarray, ty: Any, mangled: str) -> Any:
+    """tl.tensor(TensorHandle(data, ty), ty), made as a copy of the first one of its type with the new
+    handle: the constructors' checks and shape work are the same for every argument of one type."""
+    proto = _PROTOS.get(mangled)
+    ip = _interp()
+    if proto is None:
+        proto = _PROTOS[mangled] = _tl().tensor(ip.TensorHandle(data, ty), ty)
+    handle = ip.TensorHandle.__new__(ip.TensorHandle)
+    handle.data, handle.dtype, handle.attr = data, ty, {}
+    out = proto.__class__.__new__(proto.__class__)
+    out.__dict__.update(proto.__dict__)
+    out.handle = handle
+    return out
 
 
 def _grid3(grid: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int, int]:
@@ -1683,7 +2092,17 @@ _COORDS: dict[tuple[int, int, int], np.ndarray] = {}
 # groups run through the language front end, and replayed from a tape (the tests read these)
 STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0,
          # loads and stores served from a formula pointer, and comparisons that were constants
-         "formula_loads": 0, "formula_stores": 0, "constant_compares": 0, "constant_selects": 0}
+         "formula_loads": 0, "formula_stores": 0, "constant_compares": 0, "constant_selects": 0,
+         # replays that took the values fixed by program ids, constants and scalars from an earlier one
+         "reused_statics": 0,
+         # masked loads and stores served as the unmasked box of lanes their mask keeps in every instance
+         "boxed_masks": 0,
+         # selects on a condition that differs between lanes, made from the operands' bits
+         "branchless_selects": 0,
+         # loads and stores through one view of instances on a grid of two axes
+         "grid_accesses": 0,
+         # loads and stores of scattered instances as whole rows of a 2-d view (cache slots)
+         "row_accesses": 0}
 _UNTAPED: dict[Any, str] = {}
 # tapes by specialization: (function, argument kinds) -> one tape per path taken through the kernel
 _TAPES: dict[tuple[Any, ...], list[_Tape]] = {}
@@ -1750,6 +2169,7 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                 _COORDS.clear()
             coords = _COORDS[grid] = np.stack(np.unravel_index(np.arange(total), grid), axis=1).astype(np.int32)
         start, size = 0, _first_group(total, bound, constexprs)
+        pointer_args: set[str] = set()
         while start < total:
             groups = 0
             pending = [coords[start:start + size]]
@@ -1786,6 +2206,10 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                     for name, v in bound.items():
                         if hasattr(v, "handle"):
                             tape.args[name] = tape.add(v.handle)
+                            ty = getattr(v, "dtype", None)
+                            # only a scalar's value may key reused values; anything else is read anew
+                            if v.handle.__class__ is not _interp().TensorHandle or ty is None or ty.is_ptr():
+                                pointer_args.add(name)
                         elif isinstance(v, tuple):
                             tape.broken = f"argument {name} is a tuple"
                 if scope is None:  # only a traced run executes the kernel's Python
@@ -1807,6 +2231,7 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                     if tape.broken is None:
                         tape.keep = []
                         tape.last_check = max((i for i, op in enumerate(tape.ops) if op[0] != 0), default=-1)
+                        _plan_statics(tape, pointer_args)
                         tapes.append(tape)
                     else:
                         STATS["untaped"] += 1
@@ -1900,3 +2325,7 @@ def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int]) -> s
         _NESTED_HOOKS.clear()
         _TRACE_HOOKS.clear()
         scope.restore()
+
+
+_PURE_FUNCTIONS = frozenset([_check_overflow, _reduce_fast, _reduce_slice, _reduce_result, _cast_like, _scan_fast,
+                             _scan_slice, _scan_stack, _swap_last, _range_value])

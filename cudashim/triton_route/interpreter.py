@@ -112,7 +112,7 @@ def _close_gaps(scope: _Scope, kernel_name: str) -> None:
             f = bf16_to_f32(src.data)
             return TensorHandle(f if d == tl.float32 else f.astype(m._get_np_dtype(d)), d)
         if _is_bf16(d):
-            data = src.data.astype(np.float32) if src.data.dtype != np.float64 else src.data
+            data = src.data.astype(np.float32, copy=False) if src.data.dtype != np.float64 else src.data
             if data.dtype == np.float64:  # fp64 -> bf16 rounds once, from the exact value
                 data = _f64_to_f32_for_bf16(data)
             return TensorHandle(f32_to_bf16(data), d)

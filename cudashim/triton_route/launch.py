@@ -143,7 +143,8 @@ def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int], devi
     reasons = []
     if device_type is not None and _executors:  # before any executor touches the memory
         for i, a in enumerate(bound.values()):
-            interpreter._device_check(a, i, device_type)
+            if a.__class__ not in _SCALARS:
+                interpreter._device_check(a, i, device_type)
     for name, executor in _executors:
         reason = executor(kernel, bound, grid)
         if reason is None:
@@ -151,6 +152,9 @@ def execute(kernel: Any, bound: dict[str, Any], grid: tuple[int, int, int], devi
         reasons.append(f"{name}: {reason}")
     interpreter.execute(kernel, (), bound, grid, device_type)
     return INTERPRETER + ("|" + "; ".join(reasons) if reasons else "")
+
+
+_SCALARS = frozenset([int, float, bool, str, type(None)])  # arguments that live on no device
 
 
 def _graph_call(kernel: Any, names: tuple[str, ...], grid: tuple[int, int, int]) -> Callable[..., None]:

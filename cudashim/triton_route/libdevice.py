@@ -101,20 +101,27 @@ def _extern_elementwise(kernel: Callable[[], Any]) -> Callable[..., Any]:
     return create_extern_elementwise
 
 
+_MODULES: dict[str, Any] = {}
+
+
 def _cuda_module() -> Any:
-    try:
-        from triton.language.extra.cuda import libdevice as cuda
-    except ImportError:  # a Triton without the CUDA backend's language module
-        return None
-    return cuda
+    if "cuda" not in _MODULES:  # looked up at every launch: imported once
+        try:
+            from triton.language.extra.cuda import libdevice as cuda
+        except ImportError:  # a Triton without the CUDA backend's language module
+            cuda = None
+        _MODULES["cuda"] = cuda
+    return _MODULES["cuda"]
 
 
 def _stub_module() -> Any:
-    try:
-        from triton.language.extra import libdevice as stub
-    except ImportError:
-        return None
-    return stub
+    if "stub" not in _MODULES:
+        try:
+            from triton.language.extra import libdevice as stub
+        except ImportError:
+            stub = None
+        _MODULES["stub"] = stub
+    return _MODULES["stub"]
 
 
 def _with_semantic(fn: Callable[..., Any]) -> Callable[..., Any]:

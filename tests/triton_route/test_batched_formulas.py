@@ -74,6 +74,66 @@ def where_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + row * BLOCK + cols, tl.where(cols < n, x - 1.0, 0.5))
 
 
+@triton.jit
+def wrap_rows_kernel(x_ptr, out_ptr, M, N: tl.constexpr, BM: tl.constexpr):
+    # the tutorials' matmul rows: a block's rows wrapped into the matrix with `% M`
+    rows = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + rows[:, None] * N + cols[None, :])
+    tl.store(out_ptr + (tl.program_id(0) * BM + tl.arange(0, BM))[:, None] * N + cols[None, :], x + 1.0)
+
+
+@triton.jit
+def row_box_kernel(x_ptr, out_ptr, loaded_ptr, n_cols, hole, BLOCK: tl.constexpr):
+    # rows of n_cols < BLOCK, one after another (a softmax's rows): lanes past a row reach the next row,
+    # and past the storage for the last one; `hole` >= 0 takes one more lane out of the mask
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = (cols < n_cols) & (cols != hole)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-3.0)
+    tl.store(out_ptr + row * n_cols + cols, x * 2.0, mask=mask)
+    tl.store(loaded_ptr + row * BLOCK + cols, x)  # the block as loaded, `other` in the masked lanes
+
+
+@triton.jit
+def head_tile_kernel(x_ptr, out_ptr, T, K, BT: tl.constexpr, BK: tl.constexpr):
+    # a linear-attention tile: instance `pid` reads rows of head pid; the column block index is computed
+    # per instance but is the same for all, and the block is wider than the head (BK > K)
+    pid = tl.program_id(0)
+    i_k = pid // 1000
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    mask = (o_t < T)[:, None] & (o_k < K)[None, :]
+    p = x_ptr + pid * K + o_t[:, None] * (K * 4) + o_k[None, :]
+    tl.store(out_ptr + pid * BT * BK + o_t[:, None] * BK + o_k[None, :], tl.load(p, mask=mask, other=-1.0) * 3.0)
+
+
+@triton.jit
+def select_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    tl.store(out_ptr + offs, tl.where(x > y, x, y))  # a condition that differs lane by lane
+
+
+@triton.jit
+def heads_by_chunks_kernel(x_ptr, out_ptr, H: tl.constexpr, C: tl.constexpr, D: tl.constexpr):
+    # instance pid: head pid % H of chunk pid // H of a (T, H, D) tensor; its tile is C rows of D
+    pid = tl.program_id(0)
+    i_h, i_c = pid % H, pid // H
+    rows = i_c * C + tl.arange(0, C)
+    p = rows[:, None] * (H * D) + i_h * D + tl.arange(0, D)[None, :]
+    tl.store(out_ptr + p, tl.load(x_ptr + p) * 2.0 + 1.0)
+
+
+@triton.jit
+def gather_rows_kernel(idx_ptr, x_ptr, out_ptr, D: tl.constexpr):
+    pid = tl.program_id(0)
+    src = tl.load(idx_ptr + pid)
+    cols = tl.arange(0, D)
+    tl.store(out_ptr + pid * D + cols, tl.load(x_ptr + src * D + cols) + 0.5)
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -148,6 +208,7 @@ def test_scattered_rows_with_repeated_targets(counts: Any) -> None:
     _, (_, _, out) = _run(scatter_rows_kernel, (6,), [idx, x, torch.zeros(8, 16)], D=16)
     assert torch.equal(out[3], x[2]) and torch.equal(out[0], x[5])
     assert counts("formula_stores") == 1
+    assert counts("row_accesses") == 1  # the rows written whole, in instance order
 
 
 def test_two_axis_tiles(counts: Any) -> None:
@@ -170,3 +231,76 @@ def test_select_on_a_constant_condition(counts: Any, n: int) -> None:
     _, (_, out, _) = _run(where_kernel, (3,), [x, torch.zeros(3, 32), n], BLOCK=32)
     assert torch.equal(out, torch.where(torch.arange(32) < n, x - 1.0, torch.tensor(0.5)))
     assert counts("constant_selects") == (0 if n == 20 else 1)  # all lanes, no lane, some lanes
+
+
+@pytest.mark.parametrize("m", [32, 20])
+def test_modulo_inside_the_range_stays_a_formula(counts: Any, m: int) -> None:
+    x = torch.randn(m, 16, generator=_gen(10))
+    _, (_, out, *_) = _run(wrap_rows_kernel, (4,), [x, torch.zeros(32, 16), m], N=16, BM=8)
+    assert torch.equal(out, x[torch.arange(32) % m] + 1.0)
+    # 32 rows of 32: no row wraps, the load is a strided view; of 20, rows wrap and the addresses decide
+    assert counts("formula_loads") == (1 if m == 32 else 0)
+
+
+def test_replay_reuses_what_program_ids_and_scalars_fix(counts: Any) -> None:
+    # the offsets and the tail mask depend on program ids and `n` only: a replay with the same grid and
+    # `n` takes them from the previous one; another `n` makes them again; every result the interpreter's
+    for seed, n in enumerate([1000, 1000, 1000, 900, 1000]):
+        x = torch.randn(1000, generator=_gen(20 + seed))
+        _, (_, out, _) = _run(tail_kernel, (4,), [x, torch.zeros(1000), n], BLOCK=256)
+        assert torch.equal(out[:n], x[:n] + 1.0) and not out[n:].any()
+    assert counts("reused_statics") >= 2
+
+
+@pytest.mark.parametrize("hole", [-1, 10])
+def test_mask_keeping_a_box_of_lanes(counts: Any, hole: int) -> None:
+    x = torch.randn(6, 50, generator=_gen(30))
+    _, (_, out, loaded, *_) = _run(row_box_kernel, (6,), [x, torch.full((6, 50), 0.25), torch.zeros(6, 64), 50, hole],
+                                   BLOCK=64)
+    lanes = torch.arange(64)
+    keep = (lanes < 50) & (lanes != hole)
+    assert torch.equal(loaded, torch.where(keep, torch.nn.functional.pad(x, (0, 14)), torch.tensor(-3.0)))
+    assert torch.equal(out, torch.where(keep[:50], x * 2.0, torch.tensor(0.25)))
+    # the load and the store as the 50 kept columns, unmasked; a mask with a hole keeps no rectangle
+    assert counts("boxed_masks") == (2 if hole < 0 else 0)
+
+
+def test_column_test_the_same_for_every_instance_keeps_a_box(counts: Any) -> None:
+    x = torch.randn(16, 4, 8, generator=_gen(40))  # 16 rows of 4 heads of 8
+    _, (_, out, *_) = _run(head_tile_kernel, (4,), [x, torch.zeros(4, 16, 16), 16, 8], BT=16, BK=16)
+    loaded = torch.full((4, 16, 16), -1.0)
+    loaded[:, :, :8] = x.permute(1, 0, 2)
+    assert torch.equal(out, loaded * 3.0)
+    # the column test is made once for all instances, the row test is a constant: the mask is a box
+    assert counts("boxed_masks") == 1 and counts("formula_loads") == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.int8])
+def test_select_on_a_condition_per_lane(counts: Any, dtype: torch.dtype) -> None:
+    if dtype.is_floating_point:
+        x, y = torch.randn(4, 64, generator=_gen(50)).to(dtype), torch.randn(4, 64, generator=_gen(51)).to(dtype)
+        x[0, :4] = torch.tensor([float("nan"), -0.0, float("inf"), 0.0])  # bits a branchless select must keep
+        y[0, :4] = torch.tensor([1.0, 0.0, float("nan"), -0.0])
+    else:
+        x, y = (torch.randint(-100, 100, (4, 64), generator=_gen(s)).to(dtype) for s in (52, 53))
+    _, (_, _, out) = _run(select_kernel, (4,), [x, y, torch.zeros(4, 64, dtype=dtype)], BLOCK=64)
+    assert torch.equal(out.view(-1).view(torch.uint8), torch.where(x > y, x, y).view(-1).view(torch.uint8))
+    assert counts("branchless_selects") == 1
+
+
+def test_instances_on_a_grid_of_two_axes(counts: Any) -> None:
+    x = torch.randn(32, 3, 8, generator=_gen(60))  # 4 chunks of 8 rows, 3 heads of 8
+    _, (_, out, *_) = _run(heads_by_chunks_kernel, (12,), [x, torch.zeros(32, 3, 8)], H=3, C=8, D=8)
+    assert torch.equal(out, x * 2.0 + 1.0)
+    # instances are not evenly spaced (3 heads, then the next chunk): one view with two instance axes
+    assert counts("formula_loads") == 1 and counts("formula_stores") == 1
+    assert counts("grid_accesses") == 2
+
+
+def test_scattered_rows_read_whole_off_the_storage_start(counts: Any) -> None:
+    storage = torch.randn(3 + 8 * 16, generator=_gen(70))
+    x = storage[3:].view(8, 16)  # rows 3 elements into their storage: every row at that phase
+    idx = torch.tensor([7, 0, 7, 2, 5, 1])
+    _, (_, _, out) = _run(gather_rows_kernel, (6,), [idx, x, torch.zeros(6, 16)], D=16)
+    assert torch.equal(out, x[idx] + 0.5)
+    assert counts("row_accesses") == 1 and counts("formula_loads") == 1  # the rows, read whole
