@@ -312,6 +312,21 @@ class _Unrecorded(Exception):
     pass
 
 
+class _Plan:
+    """Which operations of a tape run at every replay (`dynamic`: (index, op)) and which values the rest
+    make, kept in `statics` by the group and the values of the arguments in `key_args`."""
+
+    __slots__ = ("dynamic", "dynamic_at", "static_needed", "key_args", "statics", "by_address")
+
+    def __init__(self, dynamic: list[tuple[int, tuple[Any, ...]]], static_needed: list[int], key_args: list[str]) -> None:
+        self.by_address = False  # pointers' addresses are among the key arguments
+        self.dynamic = dynamic
+        self.dynamic_at = {at for at, _ in dynamic}
+        self.static_needed = static_needed
+        self.key_args = key_args
+        self.statics: dict[Any, tuple[list[tuple[int, Any]], int, tuple[int, int]]] = {}
+
+
 class _Tape:
     def __init__(self) -> None:
         self.ops: list[tuple[Any, ...]] = []
@@ -321,11 +336,8 @@ class _Tape:
         self.args: dict[str, int] = {}
         self.broken: str | None = None
         self.last_check = -1  # index of the last decision (guard or trip count) among the ops
-        self.scalar_args: list[str] = []  # arguments that are not pointers: their values key `statics`
-        self.dynamic: list[tuple[int, tuple[Any, ...]]] | None = None  # (index, op) of the ops that read memory
-        self.statics: dict[Any, tuple[list[tuple[int, Any]], int, tuple[int, int]]] = {}
-        self.dynamic_at: set[int] = set()
-        self.static_needed: list[int] = []
+        # ways to reuse values between replays, the most specific first (see _plan_statics)
+        self.plans: list[_Plan] = []
 
     def add(self, h: Any) -> int:
         i = self.n
@@ -403,15 +415,19 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
         slots[i] = bound[name].handle
     free_from = tape.last_check + 1 if run is not None and run.final else -1
     ops: Any = enumerate(tape.ops)
-    fill: list[tuple[int, Any]] | None = None
-    key = None
-    if tape.dynamic is not None and run is not None:
-        # the values made from program ids, constants and the scalar arguments alone are the same at
-        # every launch of this group with these scalars: taken from the first such replay
-        key = (run.group.grid, run.group.coords.tobytes(),
-               tuple(bound[name].handle.data.tobytes() for name in tape.scalar_args))
-        hit = tape.statics.get(key)
-        if hit is not None:
+    # plans whose values this replay makes and keeps: [plan, key, compares, selects counted by its dynamic ops]
+    filling: list[list[Any]] = []
+    if tape.plans and run is not None:
+        # the values made from program ids, constants and the key arguments alone are the same at every
+        # launch of this group with these arguments: taken from the first such replay
+        group = (run.group.grid, run.group.coords.tobytes())
+        counted = (STATS["constant_compares"], STATS["constant_selects"])
+        for plan in tape.plans:
+            key = group + tuple(bound[name].handle.data.tobytes() for name in plan.key_args)
+            hit = plan.statics.get(key)
+            if hit is None:
+                filling.append([plan, key, 0, 0])
+                continue
             values, max_elements, (compares, selects) = hit
             for i, v in values:
                 slots[i] = v
@@ -420,19 +436,15 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
             STATS["constant_compares"] += compares
             STATS["constant_selects"] += selects
             STATS["reused_statics"] += 1
-            ops = tape.dynamic
-        else:
-            fill = [STATS["constant_compares"], STATS["constant_selects"]]
-            dynamic_at = tape.dynamic_at
+            if plan.by_address:
+                STATS["reused_addresses"] += 1
+            ops = plan.dynamic
+            break
     for at, (kind, fn, refs, krefs, out) in ops:
         if at >= free_from >= 0 and not run.undo_free:  # type: ignore[union-attr]
             run.undo_free = True  # type: ignore[union-attr]
-        if fill is not None and at in dynamic_at:  # what the operations that run at every replay count
-            fill[0] -= STATS["constant_compares"]
-            fill[1] -= STATS["constant_selects"]
-            counting = True
-        else:
-            counting = False
+        if filling:
+            before = (STATS["constant_compares"], STATS["constant_selects"])
         args = [slots[a.i] if a.__class__ is _Slot else (a.resolve(slots) if a.__class__ is _Seq else a)
                 for a in refs]
         if kind == 0:
@@ -440,9 +452,11 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
                 r = fn(*args, **{k: _resolve(v, slots) for k, v in krefs.items()})
             else:
                 r = fn(*args)
-            if counting:
-                fill[0] += STATS["constant_compares"]  # type: ignore[index]
-                fill[1] += STATS["constant_selects"]  # type: ignore[index]
+            if filling:  # what the operations that run at every replay of a plan count
+                for f in filling:
+                    if at in f[0].dynamic_at:
+                        f[2] += STATS["constant_compares"] - before[0]
+                        f[3] += STATS["constant_selects"] - before[1]
             if out is None:
                 continue
             if out.__class__ is int:
@@ -452,12 +466,13 @@ def _replay(tape: _Tape, bound: dict[str, Any], run: _Run | None = None) -> None
                     slots[i] = h
         elif fn(*args) != out:  # a decision the instances disagree on raises _Diverged
             raise _GuardFailed
-    if fill is not None and run is not None:
-        if len(tape.statics) >= _MAX_STATICS:
-            tape.statics.clear()
+    for plan, key, compares, selects in filling:
+        if len(plan.statics) >= _MAX_STATICS:
+            plan.statics.clear()
         # with the constant comparisons and selects the skipped operations would have counted
-        tape.statics[key] = ([(i, slots[i]) for i in tape.static_needed], run.max_elements,
-                             (STATS["constant_compares"] - fill[0], STATS["constant_selects"] - fill[1]))
+        plan.statics[key] = ([(i, slots[i]) for i in plan.static_needed], run.max_elements,  # type: ignore[union-attr]
+                             (STATS["constant_compares"] - counted[0] - compares,
+                              STATS["constant_selects"] - counted[1] - selects))
 
 
 # Operations whose result depends only on their operands' values (no memory, no launch state but the
@@ -480,12 +495,24 @@ def _pure(fn: Any) -> bool:
     return fn in _PURE_FUNCTIONS
 
 
-def _plan_statics(tape: _Tape, pointer_args: set[str]) -> None:
-    """Split a finished tape into the operations to run at every replay (those reading memory or a
-    pointer argument, and all that depend on them) and the rest, whose values a replay may reuse."""
+def _plan_statics(tape: _Tape, pointer_args: set[str], opaque_args: set[str]) -> None:
+    """Split a finished tape into the operations to run at every replay (those reading memory or an
+    argument that does not key the reuse, and all that depend on them) and the rest, whose values a
+    replay may reuse. Two plans: pointers' addresses key the reuse too (the address arithmetic is kept
+    while a launch passes the same memory, as a decode step does), or only scalars do (any addresses)."""
+    for by_address, skip in ((True, opaque_args), (False, pointer_args | opaque_args)):
+        plan = _make_plan(tape, skip)
+        if plan is not None:
+            plan.by_address = by_address and bool(pointer_args)
+            tape.plans.append(plan)
+    if len(tape.plans) == 2 and len(tape.plans[0].dynamic) == len(tape.plans[1].dynamic):
+        del tape.plans[0]  # the addresses fix nothing more: the plan keyed by scalars alone serves
+
+
+def _make_plan(tape: _Tape, skip: set[str]) -> _Plan | None:
     static = [True] * tape.n
     for name, i in tape.args.items():
-        static[i] = name not in pointer_args
+        static[i] = name not in skip
     dynamic: list[tuple[int, tuple[Any, ...]]] = []
     needed: set[int] = set()
 
@@ -509,11 +536,8 @@ def _plan_statics(tape: _Tape, pointer_args: set[str]) -> None:
             for i in ([out] if out.__class__ is int else out):
                 static[i] = False
     if len(dynamic) == len(tape.ops):
-        return  # nothing to reuse
-    tape.dynamic = dynamic
-    tape.dynamic_at = {at for at, _ in dynamic}
-    tape.static_needed = sorted(needed - set(tape.args.values()))
-    tape.scalar_args = [name for name in tape.args if name not in pointer_args]
+        return None  # nothing to reuse
+    return _Plan(dynamic, sorted(needed - set(tape.args.values())), [name for name in tape.args if name not in skip])
 
 
 class _RecordingBuilder:
@@ -2095,6 +2119,8 @@ STATS = {"traced_groups": 0, "replayed_groups": 0, "untaped": 0,
          "formula_loads": 0, "formula_stores": 0, "constant_compares": 0, "constant_selects": 0,
          # replays that took the values fixed by program ids, constants and scalars from an earlier one
          "reused_statics": 0,
+         # of those, replays that also took the address arithmetic, the pointer arguments being the same
+         "reused_addresses": 0,
          # masked loads and stores served as the unmasked box of lanes their mask keeps in every instance
          "boxed_masks": 0,
          # selects on a condition that differs between lanes, made from the operands' bits
@@ -2170,6 +2196,7 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
             coords = _COORDS[grid] = np.stack(np.unravel_index(np.arange(total), grid), axis=1).astype(np.int32)
         start, size = 0, _first_group(total, bound, constexprs)
         pointer_args: set[str] = set()
+        opaque_args: set[str] = set()
         while start < total:
             groups = 0
             pending = [coords[start:start + size]]
@@ -2207,8 +2234,11 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                         if hasattr(v, "handle"):
                             tape.args[name] = tape.add(v.handle)
                             ty = getattr(v, "dtype", None)
-                            # only a scalar's value may key reused values; anything else is read anew
-                            if v.handle.__class__ is not _interp().TensorHandle or ty is None or ty.is_ptr():
+                            # a scalar's value, or a pointer's address, may key reused values; anything
+                            # else (a descriptor...) is read anew
+                            if v.handle.__class__ is not _interp().TensorHandle or ty is None:
+                                opaque_args.add(name)
+                            elif ty.is_ptr():
                                 pointer_args.add(name)
                         elif isinstance(v, tuple):
                             tape.broken = f"argument {name} is a tuple"
@@ -2231,7 +2261,7 @@ def _run_all(raw: Callable[..., Any], grid: tuple[int, int, int], total: int, ar
                     if tape.broken is None:
                         tape.keep = []
                         tape.last_check = max((i for i, op in enumerate(tape.ops) if op[0] != 0), default=-1)
-                        _plan_statics(tape, pointer_args)
+                        _plan_statics(tape, pointer_args, opaque_args)
                         tapes.append(tape)
                     else:
                         STATS["untaped"] += 1

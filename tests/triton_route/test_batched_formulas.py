@@ -304,3 +304,31 @@ def test_scattered_rows_read_whole_off_the_storage_start(counts: Any) -> None:
     _, (_, _, out) = _run(gather_rows_kernel, (6,), [idx, x, torch.zeros(6, 16)], D=16)
     assert torch.equal(out, x[idx] + 0.5)
     assert counts("row_accesses") == 1 and counts("formula_loads") == 1  # the rows, read whole
+
+
+def test_replay_reuses_address_arithmetic_only_for_the_same_memory(counts: Any) -> None:
+    # the pointer offsets of a launch that passes the same tensors again are taken from the previous
+    # replay; the loads still read the memory anew (changed contents are seen), and another output
+    # tensor (another address) gets its own offsets: written there, the first output left alone
+    x = torch.randn(1000, generator=_gen(50))
+    first, second = torch.zeros(1000), torch.full((1000,), 9.0)
+
+    def launch(out: torch.Tensor, n: int) -> None:
+        bound = {"x_ptr": x, "out_ptr": out, "n": n, "BLOCK": 256}
+        assert batched.execute(tail_kernel, bound, (4, 1, 1)) is None
+
+    for _ in range(3):
+        launch(first, 1000)
+    assert torch.equal(first, x + 1.0)
+    assert counts("reused_addresses") >= 1
+    x.mul_(-2.0)  # same address, new contents
+    launch(first, 1000)
+    assert torch.equal(first, x + 1.0)
+    reused = counts("reused_addresses")
+    launch(second, 1000)
+    assert torch.equal(second, x + 1.0) and torch.equal(first, x + 1.0)
+    assert counts("reused_addresses") == reused  # a new address: the offsets made again
+    launch(second, 600)  # another scalar: the tail mask made again
+    assert torch.equal(second, x + 1.0)
+    launch(second, 1000)
+    assert counts("reused_addresses") == reused + 1
