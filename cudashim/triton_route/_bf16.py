@@ -25,6 +25,13 @@ def from_f32(values: Any) -> Any:
     f = np.asarray(values, dtype=np.float32)
     if f.ndim == 0:  # the in-place steps below need an array, not a numpy scalar
         return from_f32(f.reshape(1)).reshape(())
+    if f.size and f.flags.c_contiguous and f.flags.writeable:
+        # torch's conversion rounds finite values and infinities to nearest even in one pass; its NaNs
+        # lose their sign and payload, so a block holding one (max is NaN) takes the steps below
+        if not np.isnan(f.max()):
+            import torch
+
+            return torch.from_numpy(f).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
     bits = f.view(np.uint32)
     # bits + 0x7FFF + (bit 16 of bits), wrapping in uint32, with one temporary
     r = np.right_shift(bits, np.uint32(16))
