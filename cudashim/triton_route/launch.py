@@ -93,11 +93,46 @@ class LaunchedKernel:
         return f"<interpreted launch of {self._name}>"
 
 
-def _signature(kernel: Any) -> inspect.Signature:
+_EMPTY = inspect.Parameter.empty
+
+
+def _binder(kernel: Any) -> tuple[Any, inspect.Signature, tuple[tuple[str, Any], ...] | None]:
+    """(kernel, its signature, (name, default) per parameter where every one is plain positional-or-keyword,
+    else None): what binding a launch's arguments needs, worked out once per kernel."""
     hit = _signatures.get(id(kernel))
     if hit is None or hit[0] is not kernel:
-        hit = _signatures[id(kernel)] = (kernel, inspect.signature(kernel.fn))
-    return hit[1]
+        sig = inspect.signature(kernel.fn)
+        plain = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in sig.parameters.values())
+        params = tuple((n, p.default) for n, p in sig.parameters.items()) if plain else None
+        hit = _signatures[id(kernel)] = (kernel, sig, params)
+    return hit
+
+
+def _bind(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> dict[str, Any]:
+    """The arguments by parameter name, in the parameters' order, defaults applied; keywords that are
+    no parameter (launch options) dropped."""
+    _, sig, params = _binder(kernel)
+    if params is not None and len(args) <= len(params):
+        bound = {}
+        for i, (n, default) in enumerate(params):
+            if i < len(args):
+                if n in kwargs:
+                    break  # given twice: the signature's error below
+                bound[n] = args[i]
+            elif n in kwargs:
+                bound[n] = kwargs[n]
+            elif default is not _EMPTY:
+                bound[n] = default
+            else:
+                break  # missing: the signature's error below
+        else:
+            return bound
+    try:
+        bound_sig = sig.bind(*args, **{k: v for k, v in kwargs.items() if k in sig.parameters})
+    except TypeError as e:
+        raise TypeError(f"Triton kernel {name}: {e}") from None
+    bound_sig.apply_defaults()
+    return dict(bound_sig.arguments)
 
 
 def _grid(grid: Any, bound: dict[str, Any], name: str) -> tuple[int, int, int]:
@@ -204,14 +239,7 @@ def launch(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
         raise CapabilityError(
             f"Triton kernel {name}: warmup() compiles the kernel and returns the compiled kernel, and on the emulated "
             f"device ({_config['platform']} platform) a launch is interpreted, never compiled [capability triton_kernels]; {_PATCH_WAY}")
-    sig = _signature(kernel)
-    params = sig.parameters
-    try:
-        bound_sig = sig.bind(*args, **{k: v for k, v in kwargs.items() if k in params})
-    except TypeError as e:
-        raise TypeError(f"Triton kernel {name}: {e}") from None
-    bound_sig.apply_defaults()
-    bound = dict(bound_sig.arguments)
+    bound = _bind(kernel, args, kwargs, name)
     for hook in getattr(kernel, "pre_run_hooks", ()):
         hook(*args, **kwargs)
     dims = _grid(grid, bound, name)
