@@ -1978,14 +1978,59 @@ def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any])
         kwargs = {k: v for k, v in kwargs.items() if k in names}
         bound = inspect.getcallargs(fn, *args, **kwargs)
     cvt = ip._implicit_cvt
-    out = {name: arg if name in constexprs else _cvt(arg, cvt) for name, arg in bound.items()}
-    for name, v in out.items():
-        ty = getattr(v, "type", None)
-        if isinstance(ty, _tl().pointer_type) and hasattr(v, "handle"):
-            size = max(1, ty.element_ty.primitive_bitwidth // 8)
-            if int(v.handle.data[0]) % size == 0:
-                v.handle.attr[_ALIGNED] = True
+    out = {}
+    for name, arg in bound.items():
+        if name in constexprs:
+            out[name] = arg
+            continue
+        cls = arg.__class__
+        if cls is int:
+            known = _ARG_I32 if _ARG_I32 and -2**31 <= arg < 2**31 else None
+        else:
+            known = _TENSOR_ARGS.get((cls, arg.dtype)) if hasattr(arg, "data_ptr") else None
+        if known is None:
+            v = out[name] = _cvt(arg, cvt)
+            ty = getattr(v, "type", None)
+            if isinstance(ty, _tl().pointer_type) and hasattr(v, "handle"):
+                size = max(1, ty.element_ty.primitive_bitwidth // 8)
+                if int(v.handle.data[0]) % size == 0:
+                    v.handle.attr[_ALIGNED] = True
+                if cls is not int and hasattr(arg, "data_ptr") and v.handle.__class__ is ip.TensorHandle:
+                    from triton.runtime.jit import mangle_type
+
+                    _TENSOR_ARGS[(cls, arg.dtype)] = (ty, _PROTOS[mangle_type(arg)], size)
+            elif cls is int and not _ARG_I32 and "i32" in _PROTOS:
+                _ARG_I32[:] = [_ARG_TYPES["i32"], _PROTOS["i32"], 0]
+            continue
+        # a tensor of a class and dtype seen before (its pointer type, prototype and element size kept),
+        # or an int32 scalar
+        ty, proto, size = known
+        handle = _new_handle()
+        if size:
+            address = arg.data_ptr()
+            handle.data, handle.attr = np.array([address], dtype=np.uint64), {_ALIGNED: True} if address % size == 0 else {}
+        else:
+            handle.data, handle.attr = np.array([arg], dtype=np.int32), {}
+        handle.dtype = ty
+        v = out[name] = _new_tensor(proto.__class__)
+        v.__dict__.update(proto.__dict__)
+        v.handle = handle
     return out, constexprs
+
+
+# (tensor class, dtype) -> (pointer type, prototype argument, element size): an argument's type follows
+# from its class and dtype alone, as the interpreter's mangling of it does
+_TENSOR_ARGS: dict[tuple[type, Any], tuple[Any, Any, int]] = {}
+_ARG_I32: list[Any] = []  # [type, prototype, 0] of an int argument in int32's range
+
+
+def _new_handle() -> Any:
+    TensorHandle = _interp().TensorHandle
+    return TensorHandle.__new__(TensorHandle)
+
+
+def _new_tensor(cls: type) -> Any:
+    return cls.__new__(cls)
 
 
 _ARG_TYPES: dict[str, Any] = {}

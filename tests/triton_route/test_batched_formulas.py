@@ -339,3 +339,20 @@ def test_replay_reuses_address_arithmetic_only_for_the_same_memory(counts: Any) 
     assert torch.equal(second, x + 1.0)
     launch(second, 1000)
     assert counts("reused_addresses") == reused + 1
+
+
+@triton.jit
+def add_mod_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + (n % 7).to(x_ptr.dtype.element_ty))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_arguments_bound_again_follow_dtype_address_and_scalar(dtype: torch.dtype) -> None:
+    # the batched binding keeps each tensor class and dtype's pointer type and an int32 scalar's type:
+    # a launch with another dtype, another tensor, an int past int32's range gets its own
+    x = torch.arange(64).to(dtype)
+    for n in (5, 12, 2**40 + 3, 5):
+        for out in (torch.zeros(64, dtype=dtype), torch.zeros(64, dtype=dtype)):
+            _, (_, got, _) = _run(add_mod_kernel, (4,), [x, out, n], BLOCK=16)
+            assert got.dtype == dtype and torch.equal(got, x + n % 7)
