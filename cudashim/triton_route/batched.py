@@ -21,7 +21,10 @@ A launch is traced once per specialization (the front end's Python runs, every o
 later launches replay the tape: the same numpy calls, each Python-level decision checked to come out
 the same, a group undone and traced again where one does not. The values a tape makes from program ids,
 constants and scalar arguments alone (offsets, masks, loop bounds) are kept from a replay for the next
-one of the same group and scalars; a replay runs only what reads memory or a pointer argument.
+one of the same group and scalars; a replay runs only what reads memory or a pointer argument. Where
+the pointer arguments hold the same addresses as a kept replay's (a decode step storing into the same
+cache), their address arithmetic is kept too, and a replay runs only the loads, the stores and what
+depends on loaded values.
 
 Offsets and pointers of the form base + stride * index (program id times a block size plus `tl.arange`,
 times a row stride...) are kept as that formula: a load or store through one is a strided view of the
