@@ -94,11 +94,19 @@ struct PinnedStats {
   struct Stat {
     int64_t current = 0, peak = 0, allocated = 0, freed = 0;
   };
+  // c10's DurationStat: microseconds the host took to give or take back a block
+  struct Duration {
+    int64_t total = 0, max = 0, min = 0, count = 0;
+  };
   Stat allocations, allocated_bytes, active_requests, active_bytes;
   int64_t num_host_alloc = 0, num_host_free = 0;
+  Duration host_alloc_time, host_free_time;
 };
 PinnedStats pinned_stats();
 void empty_host_cache();
+// the caching host allocator's pinned_max_round_threshold and pinned_max_cached_size, in bytes: a request
+// above either is not rounded to a power of two, and a block above the second goes back to the host when freed
+void set_host_thresholds(int64_t round_threshold, int64_t max_cached);
 
 // cache_model.cpp: CUDA's caching allocator, modelled for the statistics while a profile is active
 struct ModelStats {

@@ -241,7 +241,8 @@ def write_docs(data: dict) -> None:
     DOC.write_text(text)
 
 
-_LOG_FILE = re.compile(r"^(shim|alone)\s+(\S+): (\d+) passed, \d+ simulator, \d+ CANN, \d+ env \(([\d.]+|\?) s\)$")
+_LOG_FILE = re.compile(r"^(shim|alone)\s+(\S+): (\d+) passed, \d+ simulator, \d+ CANN, \d+ env"
+                       r"(?:, (\d+) skipped)? \(([\d.]+|\?) s\)$")
 _LOG_FAIL = re.compile(r"^    (simulator|needs CANN|environment): (.*?): (.*)$")
 _LOG_TOTAL = re.compile(r"^(shim|alone) (\{.*\})$")
 
@@ -255,24 +256,29 @@ def modes_from_log(text: str) -> dict:
     current = None
     for line in text.splitlines():
         if m := _LOG_FILE.match(line):
-            mode, rel, passed, secs = m.groups()
-            files = modes.setdefault(mode, {"files": {}})["files"]
-            current = files[rel] = {"passed": int(passed), "skipped": 0, "failures": [],
-                                    "seconds": float(secs) if secs != "?" else None}
+            mode, rel, passed, skipped, secs = m.groups()
+            res = modes.setdefault(mode, {"files": {}})
+            res["per_file_skips"] = res.get("per_file_skips", True) and skipped is not None
+            current = res["files"][rel] = {"passed": int(passed), "skipped": int(skipped or 0), "failures": [],
+                                           "seconds": float(secs) if secs != "?" else None}
         elif (m := _LOG_FAIL.match(line)) and current is not None:
             current["failures"].append({"test": m.group(2), "class": m.group(1), "reason": m.group(3)})
         elif m := _LOG_TOTAL.match(line):
             modes.setdefault(m.group(1), {"files": {}})["printed_total"] = ast.literal_eval(m.group(2))
     for res in modes.values():
         res["total"] = summarize(res["files"])
-        # a log counts skips only in a finished mode's total
-        res["total"]["skipped"] = res.pop("printed_total")["skipped"] if "printed_total" in res else None
+        printed = res.pop("printed_total", None)
+        if not res.pop("per_file_skips", False):
+            # an older log counts skips only in a finished mode's total
+            res["total"]["skipped"] = printed["skipped"] if printed is not None else None
     return modes
 
 
 def combine(sources: list[Path], out: Path, checkout: Path | None = None, rerun_alone: bool = True) -> None:
     """--out from the modes of earlier runs: a .json the runner wrote or a --detail log it printed (the
-    run's settings, which a log does not carry, from the arguments)."""
+    run's settings, which a log does not carry, from the arguments). They are taken file by file, in
+    the order given: a file a later source ran again counts as it ran there (a run of a few files after
+    a fix, over a whole run)."""
     disabled = disabled_tests_file(checkout) if checkout is not None else None
     data: dict = {"tag": TAG, "excluded": EXCLUDED, "rerun_alone": rerun_alone,
                   "disabled_tests_file": str(disabled.relative_to(checkout)) if disabled else None}
@@ -283,7 +289,15 @@ def combine(sources: list[Path], out: Path, checkout: Path | None = None, rerun_
             data = {**got, **data}
         else:
             modes = modes_from_log(src.read_text())
-        data.setdefault("modes", {}).update(modes)
+        for mode, res in modes.items():
+            have = data.setdefault("modes", {}).setdefault(mode, {"files": {}, "skips_known": True})
+            have["files"].update(res["files"])
+            # a --detail log counts skips only for a mode it finished
+            have["skips_known"] = have["skips_known"] and res["total"].get("skipped") is not None
+    for mode, res in data.get("modes", {}).items():
+        res["total"] = summarize(res["files"])
+        if not res.pop("skips_known", True):
+            res["total"]["skipped"] = None
     data["modes"] = {m: data["modes"][m] for m in ("shim", "alone") if m in data["modes"]}
     if "sample" not in data:
         data["sample"] = sorted({f for res in data["modes"].values() for f in res["files"]})
@@ -332,7 +346,7 @@ def main() -> int:
         def report(rel: str, res: dict, mode: str = mode) -> None:
             t = summarize({rel: res})
             print(f"{mode:5} {rel}: {t['passed']} passed, {t['simulator']} simulator, {t['needs CANN']} CANN, "
-                  f"{t['environment']} env ({res.get('seconds', '?')} s)", flush=True)
+                  f"{t['environment']} env, {t['skipped']} skipped ({res.get('seconds', '?')} s)", flush=True)
             if args.detail:
                 for f in res["failures"]:
                     print(f"    {f['class']}: {f['test']}: {f['reason']}", flush=True)

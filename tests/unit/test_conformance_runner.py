@@ -73,3 +73,22 @@ def test_a_run_cut_short_is_rebuilt_from_what_it_printed():
         {"test": "test_x.T.test_b", "class": "needs CANN", "reason": "CannRequired: torch_npu.npu_iou ... ERR00007"}]
     assert modes["shim"]["total"] == {"passed": 5, "simulator": 1, "needs CANN": 1, "environment": 0, "skipped": 4,
                                       "conformance": 0.8333}
+
+
+def test_a_file_run_again_after_a_fix_replaces_its_earlier_result_only(tmp_path):
+    run = _runner()
+    whole = tmp_path / "whole.log"
+    whole.write_text("\n".join([
+        "alone test/npu/test_x.py: 3 passed, 1 simulator, 0 CANN, 0 env, 2 skipped (9.0 s)",
+        "    simulator: test_x.T.test_a: AssertionError: 1 != 2",
+        "alone test/nn/test_y.py: 4 passed, 0 simulator, 0 CANN, 0 env, 1 skipped (9.0 s)",
+    ]))
+    again = tmp_path / "again.log"
+    again.write_text("alone test/npu/test_x.py: 4 passed, 0 simulator, 0 CANN, 0 env, 2 skipped (9.0 s)\n")
+    out = tmp_path / "out.json"
+    run.combine([whole, again], out)
+    got = json.loads(out.read_text())["modes"]["alone"]
+    assert set(got["files"]) == {"test/npu/test_x.py", "test/nn/test_y.py"}
+    assert got["files"]["test/npu/test_x.py"]["failures"] == []
+    assert got["total"] == {"passed": 8, "simulator": 0, "needs CANN": 0, "environment": 0, "skipped": 3,
+                            "conformance": 1.0}

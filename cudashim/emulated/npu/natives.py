@@ -552,6 +552,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
                              "op_timeout_ms": 0, "train": True, "call_state": "forward", "fft_max": {},
                              "res_limit": {}, "history": False}
     settings_from_env(os.environ)
+    _host_settings(core)
 
     # devices
     ns.update({
@@ -649,6 +650,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
 
     def set_settings(conf: str) -> None:
         _SETTINGS.update(parse_allocator_settings(conf, RUNTIME_SETTINGS))
+        _host_settings(core)
 
     def unpack(device: Any) -> int:
         """THPUtils_unpackDeviceIndex: an int8 device index, -1 for the current one."""
@@ -863,6 +865,27 @@ def settings_from_env(environ: Any) -> None:
     conf = npu if npu is not None else acc
     if conf:
         _SETTINGS.update(parse_allocator_settings(conf))
+
+
+def _host_settings(core: Any) -> None:
+    """The caching host allocator's thresholds from the settings in force (c10's pinned_max_round_threshold
+    and pinned_max_cached_size, which torch_npu's allocator reads through NPUAllocatorConfig; unset: no
+    limit); with pin_memory_expandable_segments they do not apply, and torch_npu warns once that they do not."""
+    unset = 2**63 - 1
+    mb = {k: int(_SETTINGS[k]) * 2**20 if k in _SETTINGS else unset
+          for k in ("pinned_max_round_threshold_mb", "pinned_max_cached_size_mb")}
+    if _SETTINGS.get("pin_memory_expandable_segments") == "True" and min(mb.values()) != unset:
+        if not _WARNED_EXPANDABLE_HOST:
+            _WARNED_EXPANDABLE_HOST.append(True)
+            import warnings
+
+            warnings.warn("`pinned_max_round_threshold_mb` and `pinned_max_cached_size_mb` do not take effect "
+                          "when `pin_memory_expandable_segments` is enabled. To use these options, set "
+                          "`pin_memory_expandable_segments` to `False`.", stacklevel=2)
+    core.set_host_thresholds(mb["pinned_max_round_threshold_mb"], mb["pinned_max_cached_size_mb"])
+
+
+_WARNED_EXPANDABLE_HOST: list[bool] = []
 
 
 def _no_args(fn: Callable[..., Any]) -> Callable[..., Any]:
