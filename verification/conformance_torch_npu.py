@@ -18,6 +18,9 @@ over the simulated _C, no shim: site.alone_env). Every failure is classified:
   * environment: what the test needs from the host and not from torch_npu (a package not installed,
     a helper of torch's test suite the installed torch lacks, several processes or a network this
     machine refuses, a time limit);
+  * transfer_to_npu: in shim mode, what torch_npu's transfer_to_npu (which the shim applies) does by
+    design and does the same on an NPU: it turns torch.jit.script into a function that returns what it
+    is given, so code that reads the scripted function's graph fails;
   * simulator: everything else — where the simulated NPU differs from torch_npu.
 
 Tests torch_npu's CI disables on an NPU (test/unsupported_test_cases) are skipped, as torch_npu.testing
@@ -81,7 +84,13 @@ _ENV = re.compile(r"ModuleNotFoundError: No module named '(?!torch_npu)|Address 
                   r"cannot import name '\w+' from 'torch\.testing\._internal", re.I)
 
 
+#: torch.jit.script under transfer_to_npu: the function itself comes back, with none of a ScriptFunction's members
+_JIT_OFF = re.compile(r"torch\.jit\.script\(.*\)\.\w+[\s\S]*AttributeError: 'function' object has no attribute")
+
+
 def classify(message: str) -> str:
+    if _JIT_OFF.search(message):
+        return "transfer_to_npu"
     if _CANN.search(message):
         return "needs CANN"
     if _ENV.search(message):
@@ -185,12 +194,12 @@ def _run(files: list[Path], mode: str, checkout: Path, timeout: int, test_timeou
 
 
 def summarize(per_file: dict) -> dict:
-    total = {"passed": 0, "simulator": 0, "needs CANN": 0, "environment": 0, "skipped": 0}
+    total = {"passed": 0, "simulator": 0, "needs CANN": 0, "environment": 0, "transfer_to_npu": 0, "skipped": 0}
     for res in per_file.values():
         total["passed"] += res["passed"]
         total["skipped"] += res.get("skipped", 0)
         for f in res["failures"]:
-            total[f["class"]] += 1
+            total[f["class"]] = total.get(f["class"], 0) + 1
     denom = total["passed"] + total["simulator"]
     total["conformance"] = round(total["passed"] / denom, 4) if denom else None
     return total
@@ -212,13 +221,14 @@ def docs_block(data: dict) -> str:
                      "lists (with the tests' own skips, in the skipped column).")
     if not data.get("rerun_alone", True):
         lines.append("The files of a folder ran in one interpreter; a failure is counted as it happened there.")
-    lines += ["", "| mode | files | passed | simulator failures | need CANN | environment | skipped | "
-              "passed / (passed + simulator) |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| mode | files | passed | simulator failures | need CANN | environment | transfer_to_npu | skipped | "
+              "passed / (passed + simulator) |", "|---|---|---|---|---|---|---|---|---|"]
     for mode, res in data["modes"].items():
         t = res["total"]
         pct = f"{100 * t['conformance']:.1f} %" if t["conformance"] is not None else "n/a"
         lines.append(f"| {mode} | {len(res['files'])} | {t['passed']} | {t['simulator']} | {t['needs CANN']} | "
-                     f"{t['environment']} | {'not recorded' if t['skipped'] is None else t['skipped']} | {pct} |")
+                     f"{t['environment']} | {t.get('transfer_to_npu', 0)} | "
+                     f"{'not recorded' if t['skipped'] is None else t['skipped']} | {pct} |")
     lines.append("")
     lines.append("Remaining failures (class: reason, test):")
     lines.append("")
@@ -243,7 +253,7 @@ def write_docs(data: dict) -> None:
 
 _LOG_FILE = re.compile(r"^(shim|alone)\s+(\S+): (\d+) passed, \d+ simulator, \d+ CANN, \d+ env"
                        r"(?:, (\d+) skipped)? \(([\d.]+|\?) s\)$")
-_LOG_FAIL = re.compile(r"^    (simulator|needs CANN|environment): (.*?): (.*)$")
+_LOG_FAIL = re.compile(r"^    (simulator|needs CANN|environment|transfer_to_npu): (.*?): (.*)$")
 _LOG_TOTAL = re.compile(r"^(shim|alone) (\{.*\})$")
 
 
@@ -254,6 +264,7 @@ def modes_from_log(text: str) -> dict:
 
     modes: dict = {}
     current = None
+    detail: list[str] = []
     for line in text.splitlines():
         if m := _LOG_FILE.match(line):
             mode, rel, passed, skipped, secs = m.groups()
@@ -263,6 +274,12 @@ def modes_from_log(text: str) -> dict:
                                            "seconds": float(secs) if secs != "?" else None}
         elif (m := _LOG_FAIL.match(line)) and current is not None:
             current["failures"].append({"test": m.group(2), "class": m.group(1), "reason": m.group(3)})
+            detail = []
+        elif line.startswith("        ") and current is not None and current["failures"]:
+            # the traceback's tail: a log written before a class was told apart is read with today's rules
+            detail.append(line[8:])
+            if _JIT_OFF.search("\n".join(detail)):
+                current["failures"][-1]["class"] = "transfer_to_npu"
         elif m := _LOG_TOTAL.match(line):
             modes.setdefault(m.group(1), {"files": {}})["printed_total"] = ast.literal_eval(m.group(2))
     for res in modes.values():

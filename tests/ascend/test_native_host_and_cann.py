@@ -2,7 +2,9 @@
 simulated NPU (the wheel's package alone over the simulated _C, in a child process): a pinned request
 above pinned_max_round_threshold_mb is not rounded to a power of two, a block above
 pinned_max_cached_size_mb goes back to the host when freed, the statistics carry the host's timing
-counters, the two thresholds with pin_memory_expandable_segments draw torch_npu's warning; the
+counters, the two thresholds with pin_memory_expandable_segments draw torch_npu's warning; events give
+their recorded time and take reset(), the FFT plan cache has op-plugin's bounds, a device storage
+resizes keeping its bytes; the
 simulated CANN is found where CANN's set_env.sh would put it (no warning on stdout, its version
 readable as torch_npu reads it); and `import torch` alone loads torch_npu, as where the wheel is
 installed. One child answers every part; each test reads its own."""
@@ -87,6 +89,40 @@ def expandable_warning():
     return {"rc": r.returncode, "stdout": r.stdout.strip().splitlines(), "stderr": r.stderr[-1500:]}
 
 
+@part
+def events_fft_storage():
+    refused = ""
+    try:
+        torch_npu.npu.Event().recorded_time()
+    except RuntimeError as e:
+        refused = str(e)
+    a, b = torch_npu.npu.Event(enable_timing=True), torch_npu.npu.Event(enable_timing=True)
+    a.record()
+    b.record()
+    ext = torch.npu.ExternalEvent()
+    ext.record(torch.npu.current_stream())
+    ext.reset(torch.npu.current_stream())
+    cache = torch.npu.backends.fft_plan_cache
+    default = cache.max_size
+    cache.max_size = 20
+    too_big = ""
+    try:
+        cache.max_size = 100
+    except RuntimeError as e:
+        too_big = str(e)
+    bad_mode = ""
+    try:
+        torch.npu.set_sync_debug_mode(3)
+    except RuntimeError as e:
+        bad_mode = str(e)
+    x = torch.arange(4.0, device="npu")
+    st = x.untyped_storage()
+    st.resize_(32)
+    grown = torch.empty(0, device="npu").set_(st, 0, (8,)).cpu().tolist()[:4]
+    return {"refused": refused, "stamps": [type(a.recorded_time()).__name__, b.recorded_time() > a.recorded_time()],
+            "fft": [default, cache.max_size, cache.size], "too_big": too_big, "bad_mode": bad_mode, "resized": [st.nbytes(), grown]}
+
+
 print("RESULT " + json.dumps(out))
 """
 
@@ -138,3 +174,14 @@ def test_import_torch_loads_torch_npu_and_the_expandable_host_warning_is_given(a
     assert got["rc"] == 0, got["stderr"]  # was: "Cannot access accelerator device when none is available"
     assert got["stdout"][-1] == "pinned True"
     assert "pinned_max_cached_size_mb" in got["stderr"] and "pin_memory_expandable_segments" in got["stderr"]
+
+
+def test_events_fft_plan_cache_and_storage_resize_as_torch_npu(answers):
+    got = answers["events_fft_storage"]
+    assert "error" not in got, got  # was: "'super' object has no attribute 'recorded_time'" (then 'reset')
+    assert "Event must be recorded before getting recorded timestamp" in got["refused"]
+    assert got["stamps"] == ["int", True]  # a later event's timestamp is later
+    assert got["fft"] == [10, 20, 0]  # op-plugin's cache: 10 plans unless set; was: a device argument asked for
+    assert "expected 1 to 99" in got["too_big"]
+    assert "invalid value of debug_mode, expected one of 0,1,2" in got["bad_mode"]  # was: accepted
+    assert got["resized"] == [32, [0.0, 1.0, 2.0, 3.0]]  # was: "implement `resizePrivateUse1Bytes`"

@@ -283,6 +283,8 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
         def priority_range() -> tuple[int, int]:
             return (0, -1)
 
+    _last_stamp = [0]
+
     class _NPUEventBase:
         """THNPEvent (torch_npu/csrc/npu/Event.cpp): an event of the npu device over torch.Event."""
 
@@ -300,6 +302,23 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
             self._ev.record(torch.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
                                          device_type=stream.device_type))
             self._recorded = True
+            # the device runs the stream's work as it is issued: the event completes now; events recorded
+            # one after another complete one after another
+            self._stamp = max(time.monotonic_ns() // 1000, _last_stamp[0] + 1)
+            _last_stamp[0] = self._stamp
+
+        def recorded_time(self) -> int:
+            """NPUEvent::recorded_time: the timestamp, in microseconds, at which the recorded event completed."""
+            if not self._recorded:
+                raise RuntimeError("Event must be recorded before getting recorded timestamp."
+                                   + _pta("ERR00005", "internal error"))
+            self.synchronize()
+            return self._stamp
+
+        def reset(self, stream: Any = None) -> None:
+            """NPUEvent::reset: nothing on a CANN with aclrtValueWait/aclrtValueWrite (the simulated CANN is
+            one), where an event is reset by the runtime itself."""
+            return None
 
         def wait(self, stream: Any = None) -> None:
             if stream is None:
@@ -554,6 +573,20 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
     settings_from_env(os.environ)
     _host_settings(core)
 
+    def set_sync_debug_mode(mode: Any) -> None:
+        """THNPModule_npu_set_sync_debug_mode: an int of 0, 1 or 2, else torch_npu's error."""
+        if isinstance(mode, bool) or not isinstance(mode, int):
+            raise RuntimeError("invalid argument to set_sync_debug_mode, debug_mode type must long"
+                               + _pta("ERR00001", "invalid parameter"))
+        if not 0 <= mode <= 2:
+            raise RuntimeError("invalid value of debug_mode, expected one of 0,1,2" + _pta("ERR00003", "invalid value"))
+        dm.set_sync_debug_mode(mode)
+
+    def set_fft_capacity(size: int) -> None:
+        if not 1 <= int(size) <= 99:
+            raise RuntimeError("invalid value of cache_size, expected 1 to 99" + _pta("ERR00003", "invalid value"))
+        state["fft_max"]["capacity"] = int(size)
+
     # devices
     ns.update({
         "_initExtension": lambda: _init_extension(torch, core),
@@ -616,7 +649,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_setOption": set_option, "_npu_getOption": get_option,
         "_npu_set_deterministic_level": lambda level: state.__setitem__("deterministic", int(level)),
         "_npu_get_deterministic_level": lambda: state["deterministic"],
-        "_npu_set_sync_debug_mode": lambda mode: dm.set_sync_debug_mode(mode),
+        "_npu_set_sync_debug_mode": set_sync_debug_mode,
         "_npu_get_sync_debug_mode": lambda: dm.get_sync_debug_mode(),
         "_npu_set_task_queue_enable": set_task_queue,
         "_npu_get_task_queue_enable": lambda: state["task_queue"],
@@ -628,10 +661,11 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_set_stream_res_limit": lambda stream, type, value: state["res_limit"].__setitem__((stream, type), value),
         "_npu_get_stream_res_limit": lambda stream, type: state["res_limit"].get((stream, type), 24 if type == 0 else 48),
         "_npu_reset_stream_res_limit": lambda stream: None,
-        "_npu_get_fft_plan_cache_max_size": lambda device: state["fft_max"].get(device, 4096),
-        "_npu_set_fft_plan_cache_max_size": lambda device, size: state["fft_max"].__setitem__(device, int(size)),
-        "_npu_get_fft_plan_cache_size": lambda device: 0,
-        "_npu_clear_fft_plan_cache": lambda device: None,
+        # op-plugin's FFT plan cache (FFTCommonOpApi.cpp): one per process, of 10 plans unless set to 1..99
+        "_npu_get_fft_plan_cache_max_size": lambda: state["fft_max"].get("capacity", 10),
+        "_npu_set_fft_plan_cache_max_size": set_fft_capacity,
+        "_npu_get_fft_plan_cache_size": lambda: 0,
+        "_npu_clear_fft_plan_cache": lambda: None,
         "_get_npu_data_unsafe_flag": lambda: False,
         "_set_npu_data_unsafe_flag": lambda flag: None,
         "_mark_all_npu_data_ptr_unsafe": lambda *a: None,
