@@ -77,9 +77,12 @@ def sample(checkout: Path) -> list[str]:
 
 
 _CANN = re.compile(r"ERR00007 PTA feature not supported|needs CANN|CannRequired|libatb|NNAL|torchair\.core|"
-                   r"torch_npu\._C\.(mlir|dvm)|libhccl|libascendcl")
+                   r"torch_npu\._C\.(mlir|dvm)|libhccl|libascendcl|"
+                   # a C++ extension built against CANN's ACL (its stub libraries, third_party/acl) and
+                   # torch_npu's native library, which the simulated NPU does not have
+                   r"third_party/acl/libs/build_stub")
 _ENV = re.compile(r"ModuleNotFoundError: No module named '(?!torch_npu)|Address already in use|"
-                  r"Connection refused|Timeout|timed out|Killed|MemoryError|expecttest|hypothesis|"
+                  r"Connection refused|Timeout|timed out|Killed|(?<!OutOf)MemoryError|expecttest|hypothesis|"
                   # torch's own test helpers the test imports, absent from the installed torch's
                   r"cannot import name '\w+' from 'torch\.testing\._internal", re.I)
 
@@ -274,12 +277,13 @@ def modes_from_log(text: str) -> dict:
                                            "seconds": float(secs) if secs != "?" else None}
         elif (m := _LOG_FAIL.match(line)) and current is not None:
             current["failures"].append({"test": m.group(2), "class": m.group(1), "reason": m.group(3)})
-            detail = []
+            detail = [m.group(3)]
         elif line.startswith("        ") and current is not None and current["failures"]:
-            # the traceback's tail: a log written before a class was told apart is read with today's rules
+            # the traceback's tail: a log written before a rule changed is read with today's rules (a
+            # failure that needs CANN stays so: its mark may lie outside the tail the log kept)
             detail.append(line[8:])
-            if _JIT_OFF.search("\n".join(detail)):
-                current["failures"][-1]["class"] = "transfer_to_npu"
+            if current["failures"][-1]["class"] != "needs CANN" or _JIT_OFF.search("\n".join(detail)):
+                current["failures"][-1]["class"] = classify("\n".join(detail))
         elif m := _LOG_TOTAL.match(line):
             modes.setdefault(m.group(1), {"files": {}})["printed_total"] = ast.literal_eval(m.group(2))
     for res in modes.values():

@@ -48,6 +48,9 @@ def test_failures_are_classed_by_who_answers_for_them():
     assert run.classify("    graph = torch.jit.script(decomp_fn).graph\n"
                         "E   AttributeError: 'function' object has no attribute 'graph'") == "transfer_to_npu"
     assert run.classify("AttributeError: 'function' object has no attribute 'graph'") == "simulator"
+    assert run.classify("AssertionError: OutOfMemoryError not raised") == "simulator"  # not the host's MemoryError
+    assert run.classify("RuntimeError: Failed to build stub: ['sh', '/x/third_party/acl/libs/build_stub.sh']") \
+        == "needs CANN"
 
 
 def test_the_docs_carry_the_figures_the_runner_last_wrote():
