@@ -263,6 +263,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "1 largest request, 2 out of memory, 3 reserved peak");
   m.def("empty_host_cache", &empty_host_cache);
   m.def("set_host_thresholds", &set_host_thresholds);
+  m.def("set_oom_rejection", &set_oom_rejection);
+  m.def("oom_rejections", [](int i) { return oom_rejections(static_cast<c10::DeviceIndex>(i)); });
+  m.def("reset_oom_rejections", [](int i) { reset_oom_rejections(static_cast<c10::DeviceIndex>(i)); });
   m.def("set_model_active", &set_model_active);
   m.def("model_active", &model_active);
   m.def("set_blas_workspace", &set_blas_workspace);

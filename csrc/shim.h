@@ -73,6 +73,12 @@ int64_t memory_capacity(c10::DeviceIndex index);
 void set_memory_fraction(c10::DeviceIndex index, double fraction);
 double memory_fraction(c10::DeviceIndex index);
 int64_t num_ooms(c10::DeviceIndex index);
+// torch_npu's throw_on_npumalloc_oom: while `fraction` >= 0, a new block that would take what a device
+// holds past that share of its capacity is refused with torch_npu's OutOfMemoryError before the host is
+// asked, and counted in the device's oom rejections (below 0: off)
+void set_oom_rejection(double fraction);
+int64_t oom_rejections(c10::DeviceIndex index);
+void reset_oom_rejections(c10::DeviceIndex index);
 // Device blocks as address space reserved on demand (mmap MAP_NORESERVE): pages are committed
 // when touched, so a profile larger than the host can be allocated as long as it is not all touched.
 void set_reserve_on_demand(bool on);

@@ -96,6 +96,8 @@ void count_alloc(c10::DeviceIndex index, int64_t size) {
 std::array<std::atomic<int64_t>, kMaxDevices> g_capacity{};
 std::array<std::atomic<double>, kMaxDevices> g_fraction{};
 std::array<std::atomic<int64_t>, kMaxDevices> g_ooms{};
+std::atomic<double> g_reject_fraction{-1.0};
+std::array<std::atomic<int64_t>, kMaxDevices> g_rejections{};
 bool g_reserve_on_demand = false;
 
 // the bytes device `index` may hold: its capacity, or the share a memory fraction below 1 allows
@@ -287,6 +289,14 @@ Header* take(c10::DeviceIndex pool, int64_t size) {
       g_ooms[pool].fetch_add(1);
       raise_oom(pool, model_allocation_size(size), st.allocated(), st.reserved());  // the size CUDA would ask for
     }
+  }
+  const double reject = g_reject_fraction.load();
+  if (reject >= 0 && st.reserved() + capacity > static_cast<int64_t>(reject * static_cast<double>(g_capacity[pool].load()))) {
+    g_rejections[pool].fetch_add(1);
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+                     "NPU out of memory. Allocation was preemptively rejected because it would exceed "
+                     "per_process_memory_fraction limit. Requested size: ",
+                     c10::CachingAllocator::format_size(static_cast<uint64_t>(capacity)));
   }
   Header* h = host_block(capacity);
   if (h == nullptr) {  // the host refused: give the cache back, then try once more
@@ -825,6 +835,9 @@ double memory_fraction(c10::DeviceIndex index) {
   return f < 1.0 ? static_cast<double>(allowed_bytes(i)) / static_cast<double>(g_capacity[i].load()) : 1.0;
 }
 int64_t num_ooms(c10::DeviceIndex index) { return g_ooms[check_index(index)].load(); }
+void set_oom_rejection(double fraction) { g_reject_fraction = fraction; }
+int64_t oom_rejections(c10::DeviceIndex index) { return g_rejections[check_index(index)].load(); }
+void reset_oom_rejections(c10::DeviceIndex index) { g_rejections[check_index(index)] = 0; }
 void set_reserve_on_demand(bool on) { g_reserve_on_demand = on; }
 void set_memory_info_source(MemoryInfoSource fn) { g_memory_info = fn; }
 void set_memory_observer(MemoryObserver fn) {

@@ -4,7 +4,8 @@ above pinned_max_round_threshold_mb is not rounded to a power of two, a block ab
 pinned_max_cached_size_mb goes back to the host when freed, the statistics carry the host's timing
 counters, the two thresholds with pin_memory_expandable_segments draw torch_npu's warning; events give
 their recorded time and take reset(), the FFT plan cache has op-plugin's bounds, a device storage
-resizes keeping its bytes; the
+resizes keeping its bytes; throw_on_npumalloc_oom refuses a block past
+per_process_memory_fraction up front and counts it; the
 simulated CANN is found where CANN's set_env.sh would put it (no warning on stdout, its version
 readable as torch_npu reads it); and `import torch` alone loads torch_npu, as where the wheel is
 installed. One child answers every part; each test reads its own."""
@@ -123,6 +124,25 @@ def events_fft_storage():
             "fft": [default, cache.max_size, cache.size], "too_big": too_big, "bad_mode": bad_mode, "resized": [st.nbytes(), grown]}
 
 
+@part
+def oom_rejection():
+    torch_npu._C._npu_npuCachingAllocator_set_allocator_settings(
+        "throw_on_npumalloc_oom:True,per_process_memory_fraction:0.001")
+    torch.npu.empty_cache()
+    before = torch.npu.memory_stats()["num_oom_rejections"]
+    refused = ""
+    try:
+        torch.empty(16 * MB, device="npu")  # 64 MiB, past a thousandth of the device
+    except torch.OutOfMemoryError as e:
+        refused = str(e)
+    after = torch.npu.memory_stats()["num_oom_rejections"]
+    torch_npu._C._npu_npuCachingAllocator_set_allocator_settings("throw_on_npumalloc_oom:False")
+    fits = torch.empty(16 * MB, device="npu").numel()
+    torch.npu.reset_accumulated_memory_stats()
+    return {"refused": refused, "counted": after - before, "fits": fits,
+            "reset": torch.npu.memory_stats()["num_oom_rejections"]}
+
+
 print("RESULT " + json.dumps(out))
 """
 
@@ -185,3 +205,11 @@ def test_events_fft_plan_cache_and_storage_resize_as_torch_npu(answers):
     assert "expected 1 to 99" in got["too_big"]
     assert "invalid value of debug_mode, expected one of 0,1,2" in got["bad_mode"]  # was: accepted
     assert got["resized"] == [32, [0.0, 1.0, 2.0, 3.0]]  # was: "implement `resizePrivateUse1Bytes`"
+
+
+def test_throw_on_npumalloc_oom_refuses_past_the_fraction_and_counts_it(answers):
+    got = answers["oom_rejection"]
+    assert "error" not in got, got  # was: no refusal, num_oom_rejections always 0
+    assert "preemptively rejected because it would exceed per_process_memory_fraction" in got["refused"]
+    assert got["counted"] == 1 and got["reset"] == 0
+    assert got["fits"] == 16 * 2**20  # with the switch off the fraction of the settings does not refuse

@@ -571,7 +571,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
                              "op_timeout_ms": 0, "train": True, "call_state": "forward", "fft_max": {},
                              "res_limit": {}, "history": False}
     settings_from_env(os.environ)
-    _host_settings(core)
+    _core_settings(core)
 
     def set_sync_debug_mode(mode: Any) -> None:
         """THNPModule_npu_set_sync_debug_mode: an int of 0, 1 or 2, else torch_npu's error."""
@@ -684,7 +684,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
 
     def set_settings(conf: str) -> None:
         _SETTINGS.update(parse_allocator_settings(conf, RUNTIME_SETTINGS))
-        _host_settings(core)
+        _core_settings(core)
 
     def unpack(device: Any) -> int:
         """THPUtils_unpackDeviceIndex: an int8 device index, -1 for the current one."""
@@ -694,8 +694,10 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         return dm.index(i)
 
     ns.update({
-        "_npu_memoryStats": lambda device: dict(mem.nested(unpack(device)), num_oom_rejections=0),
-        "_npu_resetAccumulatedMemoryStats": lambda device: mem.reset_accumulated_memory_stats(unpack(device)),
+        "_npu_memoryStats": lambda device: dict(mem.nested(unpack(device)),
+                                                num_oom_rejections=int(core.oom_rejections(unpack(device)))),
+        "_npu_resetAccumulatedMemoryStats": lambda device: (mem.reset_accumulated_memory_stats(unpack(device)),
+                                                            core.reset_oom_rejections(unpack(device)))[0],
         "_npu_resetPeakMemoryStats": lambda device: mem.reset_peak_memory_stats(unpack(device)),
         "_npu_emptyCache": lambda *a: mem.empty_cache(),
         "_npu_emptyVirtAddrCache": lambda *a: None,
@@ -901,8 +903,8 @@ def settings_from_env(environ: Any) -> None:
         _SETTINGS.update(parse_allocator_settings(conf))
 
 
-def _host_settings(core: Any) -> None:
-    """The caching host allocator's thresholds from the settings in force (c10's pinned_max_round_threshold
+def _core_settings(core: Any) -> None:
+    """The settings the core applies itself: the caching host allocator's thresholds from the settings in force (c10's pinned_max_round_threshold
     and pinned_max_cached_size, which torch_npu's allocator reads through NPUAllocatorConfig; unset: no
     limit); with pin_memory_expandable_segments they do not apply, and torch_npu warns once that they do not."""
     unset = 2**63 - 1
@@ -917,6 +919,9 @@ def _host_settings(core: Any) -> None:
                           "when `pin_memory_expandable_segments` is enabled. To use these options, set "
                           "`pin_memory_expandable_segments` to `False`.", stacklevel=2)
     core.set_host_thresholds(mb["pinned_max_round_threshold_mb"], mb["pinned_max_cached_size_mb"])
+    # throw_on_npumalloc_oom: a new block past per_process_memory_fraction of the device is refused up front
+    throw = _SETTINGS.get("throw_on_npumalloc_oom") == "True"
+    core.set_oom_rejection(float(_SETTINGS.get("per_process_memory_fraction", "1.0")) if throw else -1.0)
 
 
 _WARNED_EXPANDABLE_HOST: list[bool] = []
