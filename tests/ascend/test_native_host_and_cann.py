@@ -125,6 +125,25 @@ def events_fft_storage():
 
 
 @part
+def device_queries():
+    props = torch.npu.get_device_properties(0)
+    t = torch.ones(4, device="npu")
+    t.record_stream(torch.npu.Stream())
+    torch_npu.erase_stream(t, torch.npu.Stream())
+    bad = []
+    for value in (-1, 2**32):
+        try:
+            torch_npu.npu.set_op_timeout_ms(value)
+        except Exception as e:
+            bad.append(str(e))
+    return {"uuid": [len(str(props.uuid)), len(props.uuid.bytes), str(torch.npu.get_device_properties(0).uuid)
+                     == str(props.uuid)],
+            "peer": [torch_npu.npu.can_device_access_peer(0, 0), torch_npu.npu.can_device_access_peer(0, 1)],
+            "legacy": [list(torch.npu.FloatTensor().shape), list(torch.npu.FloatTensor(torch.Size([3])).shape)],
+            "timeout": bad}
+
+
+@part
 def oom_rejection():
     torch_npu._C._npu_npuCachingAllocator_set_allocator_settings(
         "throw_on_npumalloc_oom:True,per_process_memory_fraction:0.001")
@@ -213,3 +232,13 @@ def test_throw_on_npumalloc_oom_refuses_past_the_fraction_and_counts_it(answers)
     assert "preemptively rejected because it would exceed per_process_memory_fraction" in got["refused"]
     assert got["counted"] == 1 and got["reset"] == 0
     assert got["fits"] == 16 * 2**20  # with the switch off the fraction of the settings does not refuse
+
+
+def test_device_queries_answer_as_torch_npus_bindings(answers):
+    got = answers["device_queries"]
+    assert "error" not in got, got  # was: erase_stream's keywords refused
+    assert got["uuid"] == [36, 16, True]  # was: a string of no UUID's form
+    assert got["peer"] == [False, True]  # a device is not its own peer
+    assert got["legacy"] == [[0], [3]]  # was: FloatTensor() refused, FloatTensor(Size) taken as data
+    assert "can't convert negative value to unsigned int" in got["timeout"][0]
+    assert "Overflow when unpacking" in got["timeout"][1]

@@ -383,7 +383,7 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
 class _Properties:
     """_NPUDeviceProperties (torch_npu/csrc/npu/Module.cpp): name, total_memory, cube/vector cores, L2."""
 
-    def __init__(self, p: Any) -> None:
+    def __init__(self, p: Any, index: int = 0) -> None:
         self.name = p.name
         self.total_memory = p.total_memory
         self.cube_core_num = p.cube_core_num
@@ -393,12 +393,29 @@ class _Properties:
         self.multi_processor_count = p.multi_processor_count
         self.major, self.minor = p.major, p.minor
         self.gcnArchName = p.gcnArchName
-        self.uuid = f"simulated-npu-{id(self):x}"
+        self.uuid = _Uuid(index)
 
     def __repr__(self) -> str:
         return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1024 * 1024)}MB, "
                 f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num}, "
                 f"L2_cache_size={self.L2_cache_size // (1024 * 1024)}MB)")
+
+
+class _Uuid:
+    """torch_npu._C._CUuuid (aclrtUuid): 16 bytes, shown in the 8-4-4-4-12 form; a simulated device's is
+    derived from its index, the same in every process."""
+
+    def __init__(self, index: int) -> None:
+        import uuid
+
+        self._uuid = uuid.uuid5(uuid.NAMESPACE_OID, f"cudashim simulated npu {index}")
+
+    @property
+    def bytes(self) -> list[int]:
+        return list(self._uuid.bytes)
+
+    def __str__(self) -> str:
+        return str(self._uuid)
 
 
 class _Memories:
@@ -599,9 +616,11 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_maybeExchangeDevice": lambda device: dm.exchange_device(int(device)),
         # aclrtSynchronizeDevice: refused while a capture is open, as CANN's stream capture refuses it
         "_npu_synchronize": _no_args(graphs.refusing_synchronize(core, lambda device=None: None)),
-        "_npu_canDeviceAccessPeer": lambda device_id, peer_device_id: (dm.index(device_id), dm.index(peer_device_id)) and True,
+        # aclrtDeviceCanAccessPeer: another device of the host, not the device itself
+        "_npu_canDeviceAccessPeer": lambda device_id, peer_device_id: dm.index(device_id) != dm.index(peer_device_id),
         "_npu_getDeviceName": lambda: dm.get_device_name(),
-        "_npu_getDeviceProperties": lambda device_id: _Properties(dm.get_device_properties(device_id)),
+        "_npu_getDeviceProperties": lambda device_id: _Properties(dm.get_device_properties(device_id),
+                                                                  dm.index(device_id)),
         "_npu_getDeviceMemories": lambda device_id: _Memories(*_free_total(dm, core, device_id)),
         "_npu_getDeviceUtilizationRate": lambda device_id: {"cube": 0, "vector": 0, "aicpu": 0},
         "_npu_is_bf16_supported": lambda: True,
@@ -617,7 +636,8 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_set_thread_affinity": lambda *a: None,
         "_npu_lock_mutex": lambda: None,
         "_npu_unlock_mutex": lambda: None,
-        "_npu_eraseStream": lambda tensor, stream: None,
+        # the device runs each stream's work as it is issued: no use of a block is pending on a stream
+        "_npu_eraseStream": lambda tensor, stream_id=0, device_index=0, device_type=0: None,
     })
 
     def empty_strided_npu(*args: Any) -> Any:
@@ -647,13 +667,13 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
 
     ns.update({
         "_npu_setOption": set_option, "_npu_getOption": get_option,
-        "_npu_set_deterministic_level": lambda level: state.__setitem__("deterministic", int(level)),
+        "_npu_set_deterministic_level": lambda level: state.__setitem__("deterministic", _unpack_uint32(level)),
         "_npu_get_deterministic_level": lambda: state["deterministic"],
         "_npu_set_sync_debug_mode": set_sync_debug_mode,
         "_npu_get_sync_debug_mode": lambda: dm.get_sync_debug_mode(),
         "_npu_set_task_queue_enable": set_task_queue,
         "_npu_get_task_queue_enable": lambda: state["task_queue"],
-        "_npu_set_op_timeout_ms": lambda ms: state.__setitem__("op_timeout_ms", int(ms)),
+        "_npu_set_op_timeout_ms": lambda ms: state.__setitem__("op_timeout_ms", _unpack_uint32(ms)),
         "_npu_set_module_train_state": lambda mode: state.__setitem__("train", mode),
         "_npu_set_call_state": lambda mode: state.__setitem__("call_state", mode),
         "_npu_set_device_res_limit": lambda device, type, value: state["res_limit"].__setitem__((device, type), value),
@@ -927,6 +947,17 @@ def _core_settings(core: Any) -> None:
 _WARNED_EXPANDABLE_HOST: list[bool] = []
 
 
+def _unpack_uint32(obj: Any) -> int:
+    """torch's THPUtils_unpackUInt32, as the bindings that take an unsigned int read their argument."""
+    if not isinstance(obj, int):
+        raise TypeError(f"an integer is required (got type {type(obj).__name__})")
+    if obj < 0:
+        raise OverflowError("can't convert negative value to unsigned int")
+    if obj > 2**32 - 1:
+        raise ValueError("Overflow when unpacking long long")
+    return int(obj)
+
+
 def _no_args(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda: fn()
 
@@ -1043,12 +1074,12 @@ def _tensor_types(torch: Any) -> dict[str, type]:
     def make(name: str, dtype: Any) -> type:
         def __new__(cls: Any, *args: Any, device: Any = None) -> Any:
             dev = torch.device("npu") if device is None else torch.device(device)
-            if len(args) == 1 and not isinstance(args[0], int):
+            if len(args) == 1 and not isinstance(args[0], (int, torch.Size)):
                 data = args[0]
                 if isinstance(data, torch.Tensor):
                     return data.to(device=dev, dtype=dtype)
                 return torch.tensor(data, dtype=dtype, device=dev)
-            return torch.empty(*args, dtype=dtype, device=dev)
+            return torch.empty(*(args or (0,)), dtype=dtype, device=dev)
 
         return _LegacyType(name, (), {"__new__": __new__, "dtype": dtype, "is_sparse": False, "is_cuda": False,
                                       "__module__": "torch.npu"})
