@@ -87,7 +87,7 @@ _ENV = re.compile(r"ModuleNotFoundError: No module named '(?!torch_npu)|Address 
                   # torch's own test helpers the test imports, absent from the installed torch's
                   r"cannot import name '\w+' from 'torch\.testing\._internal|"
                   # a binding the installed torch build lacks
-                  r"module 'torch\._C' has no attribute|"
+                  r"module 'torch\._C' has no attribute|module 'numpy' has no attribute|"
                   # a plain class pytest collects and torch_npu's run_tests (unittest) never runs
                   r"object has no attribute 'assert\w*'")
 

@@ -268,6 +268,18 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
         def __new__(cls, priority: int = 0, stream_id: int = 0, device_index: int = 0, device_type: int = 0,
                     stream_ptr: int = 0, **kwargs: Any) -> Any:
             if stream_id or device_index or device_type:
+                # THNPStream_pynew: the three read as unsigned (a negative one is PyArg's OverflowError), then
+                # NPUStream::unpack3 checks the device type and index before the stream is made
+                for name, value in (("stream_id", stream_id), ("device_index", device_index),
+                                    ("device_type", device_type)):
+                    if int(value) < 0:
+                        raise OverflowError(f"can't convert negative int to unsigned ({name})")
+                if device_type and int(device_type) != type_index:
+                    raise RuntimeError(f"Invalid device type {device_type} for an NPU stream"
+                                       + _pta("ERR00001", "invalid parameter"))
+                if int(device_index) >= int(core.device_count()):
+                    raise RuntimeError(f"Invalid device index {device_index} for an NPU stream: {core.device_count()} "
+                                       "devices" + _pta("ERR00001", "invalid parameter"))
                 return super().__new__(cls, stream_id=stream_id, device_index=device_index,
                                        device_type=device_type or type_index)
             return super().__new__(cls, device=torch.device("npu", core.current_device()), priority=priority)
