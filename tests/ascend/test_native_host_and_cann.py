@@ -144,6 +144,20 @@ def device_queries():
 
 
 @part
+def graph_dump():
+    g = torch.npu.NPUGraph()
+    x = torch.ones(2, device="npu")
+    with torch.npu.stream(torch.npu.Stream()):
+        with torch.npu.graph(g):
+            x.add_(1)
+    try:
+        g.debug_dump(os.devnull)
+    except RuntimeError as e:
+        return {"refused": str(e)}
+    return {"refused": ""}
+
+
+@part
 def oom_rejection():
     torch_npu._C._npu_npuCachingAllocator_set_allocator_settings(
         "throw_on_npumalloc_oom:True,per_process_memory_fraction:0.001")
@@ -242,3 +256,9 @@ def test_device_queries_answer_as_torch_npus_bindings(answers):
     assert got["legacy"] == [[0], [3]]  # was: FloatTensor() refused, FloatTensor(Size) taken as data
     assert "can't convert negative value to unsigned int" in got["timeout"][0]
     assert "Overflow when unpacking" in got["timeout"][1]
+
+
+def test_a_captured_graphs_dump_is_canns_own(answers):
+    got = answers["graph_dump"]
+    assert "error" not in got, got  # was: "CUDA Graphs debug not enabled" (CUDA's rule, not torch_npu's)
+    assert "aclmdlRIDebugJsonPrint" in got["refused"] and "ERR00007 PTA feature not supported" in got["refused"]

@@ -41,6 +41,8 @@ __all__ = ["natives", "refusing_synchronize", "SOURCE", "CAPTURE_WORDS"]
 SOURCE = "Ascend/pytorch@94c0533ba69b855a8d60dba28badb02bf2d249f3"
 
 _MODES = ("global", "thread_local", "relaxed")
+#: natives.py's CannRequired maker (given by natives.build: this module is imported from there)
+_NEEDS_CANN: list[Any] = []
 _handles = itertools.count(1)
 
 #: the core's words for a call a capture refuses (a synchronising call; the default stream joining a
@@ -141,6 +143,16 @@ def _graph_class(torch: Any, core: Any) -> type:
         def super_kernel_optimize(self, optimize_options: Any = None, debug_options: Any = None) -> None:
             if not self._cudashim_exec:
                 raise _refuse("Called NPUGraph::super_kernel_optimize without a preceding successful capture.")
+
+        def debug_dump(self, debug_path: str) -> None:
+            """NPUGraph::debug_dump: CANN writes the captured model as its own JSON (aclmdlRIDebugJsonPrint),
+            which the simulator cannot write; without a capture, torch_npu's warning."""
+            if not self._cudashim_exec:
+                import warnings
+
+                warnings.warn("Called NPUGraph::debug_dump without a preceding successful capture.", stacklevel=2)
+                return
+            raise _NEEDS_CANN[0]("_C._NPUGraph.debug_dump", "CANN's JSON dump of a captured model (aclmdlRIDebugJsonPrint)")
 
     _NPUGraph.__module__, _NPUGraph.__qualname__ = "torch_npu._C", "_NPUGraph"
     return _NPUGraph

@@ -594,6 +594,9 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
     dm = NpuDeviceModule(torch, core)
     mem = dm.memory
     ns: dict[str, Any] = {}
+    graphs._NEEDS_CANN[:] = [lambda qualname, what: CannRequired(
+        f"torch_npu.{qualname} needs CANN ({what}), which the simulated NPU does not have; run this part on an NPU"
+        + _pta())]
     ns.update(graphs.natives(torch, core))
     ns.update(_stream_classes(torch, core, dm))
     state: dict[str, Any] = {"options": {}, "deterministic": 0, "fill_uninit": False, "task_queue": 1,
