@@ -311,6 +311,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("capture_underway", &capture_underway);
   m.def("capture_refuse", [](const std::string& what) { capture_refuse(what.c_str()); });
   m.def("capture_refuse_device", [](const std::string& what) { capture_refuse_device(what.c_str()); });
+  m.def("set_stream_refusal_invalidates", &set_stream_refusal_invalidates);
   m.def("set_capture_words", &set_capture_words);
   // Stream.wait_stream(other) on stream ids of one device: a capture on `other` extends to the waiting stream
   m.def("capture_join", [](py::handle device, int64_t from, int64_t to) { capture_join(index_arg(device), from, to); });

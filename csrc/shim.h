@@ -268,6 +268,8 @@ bool capture_open();      // any capture is open, on any stream and thread
 // refuses one: on a capturing stream; on the capturing thread (not in "relaxed" mode); on any thread
 // while a "global" capture is open. Else nothing.
 void capture_refuse(const char* what);
+// off: a refused call on a capturing stream raises without invalidating the capture (CANN's stream capture)
+void set_stream_refusal_invalidates(bool on);
 void capture_refuse_device(const char* what);  // the device synchronizes: refused while any capture is open
 // the same for a stream's synchronize()/query() (the stream's own capture, else the mode's rule) and
 // an event's, `capture` being the capture it was recorded in (capture_of_stream at record, 0: none)

@@ -158,6 +158,26 @@ def graph_dump():
 
 
 @part
+def capture_after_refusal():
+    x = torch.ones(2, device="npu")
+    out_buf = torch.zeros(2, device="npu")
+    g = torch.npu.NPUGraph()
+    refused = ""
+    with torch.npu.stream(torch.npu.Stream()):
+        g.capture_begin()
+        try:
+            (x + 1).sum().item()
+        except RuntimeError as e:
+            refused = str(e).splitlines()[0]
+        out_buf.copy_(x * 3)
+        g.capture_end()
+    out_buf.zero_()
+    g.replay()
+    torch.npu.synchronize()
+    return {"refused": refused, "replayed": out_buf.cpu().tolist()}
+
+
+@part
 def oom_rejection():
     torch_npu._C._npu_npuCachingAllocator_set_allocator_settings(
         "throw_on_npumalloc_oom:True,per_process_memory_fraction:0.001")
@@ -262,3 +282,10 @@ def test_a_captured_graphs_dump_is_canns_own(answers):
     got = answers["graph_dump"]
     assert "error" not in got, got  # was: "CUDA Graphs debug not enabled" (CUDA's rule, not torch_npu's)
     assert "aclmdlRIDebugJsonPrint" in got["refused"] and "ERR00007 PTA feature not supported" in got["refused"]
+
+
+def test_a_refused_item_leaves_the_npu_capture_going(answers):
+    got = answers["capture_after_refusal"]
+    assert "error" not in got, got  # was: capture_end "the capture was invalidated by an earlier refusal (item)"
+    assert "not permitted while a stream is being captured" in got["refused"]
+    assert got["replayed"] == [3.0, 3.0]  # the capture went on past the refusal and replays

@@ -20,6 +20,8 @@ in Ascend/pytorch at the commit the operator table names (torch_npu_ops.json):
     capture refuses them; torch_npu raises the ACL error through NPU_CHECK_ERROR
     (torch_npu/csrc/core/npu/NPUException.h). The core refuses them here with the words
     set_capture_words gives it; CANN's own error code is not known to the simulator and not shown.
+    A refused call on the capturing stream (.item(), a blocking copy) leaves the capture going, as
+    CANN's does; torch.npu.synchronize() invalidates it.
 
 What the simulator does not do: the graph-task update of auto_dispatch_capture (aclmdlRICaptureTaskGrp*,
 the FIA / paged-attention handlers' parameter update) raises CapabilityError; super kernels are
@@ -189,6 +191,9 @@ def natives(torch: Any, core: Any) -> dict[str, Any]:
     from .. import graph_kernels
 
     core.set_capture_words(CAPTURE_WORDS["refused"], CAPTURE_WORDS["invalidated"])
+    # CANN's stream capture refuses a synchronising call on the capturing stream and goes on capturing
+    # (torch_npu's own tests rely on it): only the device's synchronisation invalidates the capture
+    core.set_stream_refusal_invalidates(False)
     graph_kernels.set_capture_check(core.capture_underway)
 
     def graph_pool_handle() -> tuple[int, int]:
