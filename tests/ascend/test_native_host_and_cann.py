@@ -5,7 +5,8 @@ pinned_max_cached_size_mb goes back to the host when freed, the statistics carry
 counters, the two thresholds with pin_memory_expandable_segments draw torch_npu's warning; events give
 their recorded time and take reset(), the FFT plan cache has op-plugin's bounds, a device storage
 resizes keeping its bytes; throw_on_npumalloc_oom refuses a block past
-per_process_memory_fraction up front and counts it; the
+per_process_memory_fraction up front and counts it; the runtime API makes raw streams an ExternalStream
+wraps; the
 simulated CANN is found where CANN's set_env.sh would put it (no warning on stdout, its version
 readable as torch_npu reads it); and `import torch` alone loads torch_npu, as where the wheel is
 installed. One child answers every part; each test reads its own."""
@@ -178,6 +179,31 @@ def capture_after_refusal():
 
 
 @part
+def runtime_api():
+    import ctypes
+
+    rt = torch_npu.npu.npurt()
+    raw = ctypes.c_void_p()
+    made = rt.npuStreamCreate(ctypes.addressof(raw))
+    ext = torch_npu.npu.ExternalStream(raw.value)
+    same = ext.npu_stream == raw.value and ext == torch_npu.npu.ExternalStream(raw.value)
+    with torch_npu.npu.stream(ext):
+        current = torch_npu.npu.current_stream().npu_stream == raw.value
+        y = torch.ones(3, device="npu") + 1
+    refusals = []
+    for call in (ext.synchronize, ext.query):
+        try:
+            call()
+        except RuntimeError as e:
+            refusals.append(str(e).splitlines()[0])
+    host = torch.ones(16)
+    codes = [rt.npuHostRegister(host.data_ptr(), 64, 0x10000000), rt.npuHostUnregister(host.data_ptr()),
+             rt.npuHostRegister(host.data_ptr(), 0, 0x10000000), rt.npuStreamCreate(0), rt.npuStreamDestroy(raw.value)]
+    return {"made": made, "same": same,
+            "current": current, "y": y.cpu().tolist(), "refusals": refusals, "codes": codes}
+
+
+@part
 def oom_rejection():
     torch_npu._C._npu_npuCachingAllocator_set_allocator_settings(
         "throw_on_npumalloc_oom:True,per_process_memory_fraction:0.001")
@@ -289,3 +315,12 @@ def test_a_refused_item_leaves_the_npu_capture_going(answers):
     assert "error" not in got, got  # was: capture_end "the capture was invalidated by an earlier refusal (item)"
     assert "not permitted while a stream is being captured" in got["refused"]
     assert got["replayed"] == [3.0, 3.0]  # the capture went on past the refusal and replays
+
+
+def test_runtime_api_makes_raw_streams_external_streams_wrap(answers):
+    got = answers["runtime_api"]
+    assert "error" not in got, got  # was: "module 'torch_npu._C._npurt' has no attribute 'npuStreamCreate'"
+    assert got["made"] == 0 and got["same"] and got["current"] and got["y"] == [2.0, 2.0, 2.0]
+    assert got["refusals"][0].startswith("External NPU stream is not supported in NPUStream::synchronize")
+    assert got["refusals"][1].startswith("Cannot query external NPU stream status")
+    assert got["codes"] == [0, 0, 100000, 100000, 0]  # ACL_ERROR_INVALID_PARAM for a zero size and a null pointer

@@ -259,6 +259,45 @@ def allocator_settings() -> dict[str, str]:
 # ---------------------------------------------------------------- the native classes
 
 
+#: the raw streams npuStreamCreate made (aclrtCreateStream): their handle, which is the id of the core's
+#: stream behind them, to that stream
+_RAW_STREAMS: dict[int, Any] = {}
+#: host memory npuHostRegister registered (aclrtHostRegisterV2): address to size
+_REGISTERED: dict[int, int] = {}
+_ACL_ERROR_INVALID_PARAM = 100000
+_ACL_HOST_REG_FLAGS = 0x2 | 0x10000000  # ACL_HOST_REG_MAPPED | ACL_HOST_REG_PINNED
+
+
+def _npurt(torch: Any, core: Any) -> dict[str, Any]:
+    """torch_npu._C._npurt (torch_npu/csrc/npu/npurt.cpp): the runtime calls it binds, each answering
+    ACL's return code (0, or ACL_ERROR_INVALID_PARAM for a null pointer, a zero size, a flag ACL does
+    not know, memory or a stream it does not hold)."""
+    import ctypes
+
+    def host_register(ptr: int, size: int, flags: int) -> int:
+        if not ptr or size <= 0 or flags & ~_ACL_HOST_REG_FLAGS or not flags or ptr in _REGISTERED:
+            return _ACL_ERROR_INVALID_PARAM
+        _REGISTERED[int(ptr)] = int(size)
+        return 0
+
+    def host_unregister(ptr: int) -> int:
+        return 0 if ptr and _REGISTERED.pop(int(ptr), None) is not None else _ACL_ERROR_INVALID_PARAM
+
+    def stream_create(ptr: int) -> int:
+        if not ptr:
+            return _ACL_ERROR_INVALID_PARAM
+        raw = torch.Stream(device=torch.device("npu", core.current_device()))
+        _RAW_STREAMS[int(raw.stream_id)] = raw
+        ctypes.c_void_p.from_address(int(ptr)).value = int(raw.stream_id)
+        return 0
+
+    def stream_destroy(handle: int) -> int:
+        return 0 if handle and _RAW_STREAMS.pop(int(handle), None) is not None else _ACL_ERROR_INVALID_PARAM
+
+    return {"npuHostRegister": host_register, "npuHostUnregister": host_unregister,
+            "npuStreamCreate": stream_create, "npuStreamDestroy": stream_destroy}
+
+
 def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
     type_index = int(torch._C._autograd.DeviceType.PrivateUse1)
 
@@ -267,6 +306,21 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
 
         def __new__(cls, priority: int = 0, stream_id: int = 0, device_index: int = 0, device_type: int = 0,
                     stream_ptr: int = 0, **kwargs: Any) -> Any:
+            if stream_ptr:
+                # THNPStream_pynew: an external stream, here one npuStreamCreate made (the simulator has no
+                # other runtime to take one from)
+                if priority != 0:
+                    raise RuntimeError("Priority was explicitly set for an external stream"
+                                       + _pta("ERR00001", "invalid parameter"))
+                if kwargs.get("is_sync_launch"):
+                    raise RuntimeError("is_sync_launch was explicitly set for an external stream"
+                                       + _pta("ERR00001", "invalid parameter"))
+                raw = _RAW_STREAMS.get(int(stream_ptr))
+                if raw is None:
+                    raise RuntimeError(f"{int(stream_ptr):#x} is not a stream of the simulated NPU's runtime (one "
+                                       "torch_npu.npu.npurt().npuStreamCreate made)" + _pta("ERR00001", "invalid parameter"))
+                return super().__new__(cls, stream_id=raw.stream_id, device_index=raw.device_index,
+                                       device_type=raw.device_type)
             if stream_id or device_index or device_type:
                 # THNPStream_pynew: the three read as unsigned (a negative one is PyArg's OverflowError), then
                 # NPUStream::unpack3 checks the device type and index before the stream is made
@@ -287,6 +341,19 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
         @property
         def npu_stream(self) -> int:
             return self.stream_id
+
+        def query(self) -> bool:
+            if self.stream_id in _RAW_STREAMS:
+                raise RuntimeError("Cannot query external NPU stream status. The caller must track stream completion "
+                                   "externally." + _pta("ERR00007", "feature not supported"))
+            return super().query()
+
+        def synchronize(self) -> None:
+            if self.stream_id in _RAW_STREAMS:
+                raise RuntimeError("External NPU stream is not supported in NPUStream::synchronize. The caller is "
+                                   "responsible for synchronization of external streams."
+                                   + _pta("ERR00007", "feature not supported"))
+            super().synchronize()
 
         def set_data_preprocess_stream(self, is_data_preprocess_stream: bool = False) -> None:
             return None
@@ -832,7 +899,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
                                         {"ProcessGroupHCCL": hccl.ProcessGroupHCCL,
                                          "_is_support_hccl_comm_name": lambda: True,
                                          "_verify_params_across_processes": lambda *a, **k: None}),
-        "_npurt": _submodule("_npurt", "torch_npu's runtime API (the simulated device answers)", {}),
+        "_npurt": _submodule("_npurt", "torch_npu's runtime API (the simulated device answers)", _npurt(torch, core)),
         "_mstx": _submodule("_mstx", "torch_npu's mstx markers: recorded nowhere on the simulated NPU", _mstx_module()),
     }
     ns.update(children)
