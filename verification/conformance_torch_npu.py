@@ -3,7 +3,7 @@
     python verification/conformance_torch_npu.py --checkout DIR [--files F ...] [--mode shim|alone|both]
         [--timeout S] [--test-timeout S] [--jobs N] [--group N] [--no-rerun] [--detail]
         [--out benchmarks/results/conformance_torch_npu.json]
-    python verification/conformance_torch_npu.py --combine RUN.json|RUN.log ... [--out ...]
+    python verification/conformance_torch_npu.py --combine RUN.json|RUN.log ... [--note TEXT] [--out ...]
     python verification/conformance_torch_npu.py --write-docs [--out ...]
 
 DIR is a checkout of Ascend/pytorch at the tag the simulator's wheel was built from (TAG below),
@@ -227,6 +227,8 @@ def docs_block(data: dict) -> str:
     if data.get("disabled_tests_file"):
         lines.append(f"Skipped as torch_npu's CI skips them on an NPU: the tests `{data['disabled_tests_file']}` "
                      "lists (with the tests' own skips, in the skipped column).")
+    if data.get("note"):
+        lines.append(data["note"])
     if not data.get("rerun_alone", True):
         lines.append("The files of a folder ran in one interpreter; a failure is counted as it happened there.")
     lines += ["", "| mode | files | passed | simulator failures | need CANN | environment | transfer_to_npu | skipped | "
@@ -300,7 +302,8 @@ def modes_from_log(text: str) -> dict:
     return modes
 
 
-def combine(sources: list[Path], out: Path, checkout: Path | None = None, rerun_alone: bool = True) -> None:
+def combine(sources: list[Path], out: Path, checkout: Path | None = None, rerun_alone: bool = True,
+            note: str | None = None) -> None:
     """--out from the modes of earlier runs: a .json the runner wrote or a --detail log it printed (the
     run's settings, which a log does not carry, from the arguments). They are taken file by file, in
     the order given: a file a later source ran again counts as it ran there (a run of a few files after
@@ -329,6 +332,8 @@ def combine(sources: list[Path], out: Path, checkout: Path | None = None, rerun_
         data["sample"] = sorted({f for res in data["modes"].values() for f in res["files"]})
     if checkout is not None:
         data.setdefault("selected", len(sample(checkout)))
+    if note:
+        data["note"] = note
     out.write_text(json.dumps(data, indent=1) + "\n")
 
 
@@ -352,9 +357,10 @@ def main() -> int:
     ap.add_argument("--write-docs", action="store_true", help="only regenerate the docs block from --out")
     ap.add_argument("--combine", nargs="+", type=Path, default=None,
                     help="write --out from earlier runs' modes: their .json, or the log a run printed with --detail")
+    ap.add_argument("--note", default=None, help="with --combine: a sentence the docs block shows (where the runs were made)")
     args = ap.parse_args()
     if args.combine:
-        combine(args.combine, args.out, args.checkout, not args.no_rerun)
+        combine(args.combine, args.out, args.checkout, not args.no_rerun, args.note)
         return 0
     if args.write_docs:
         write_docs(json.loads(args.out.read_text()))
