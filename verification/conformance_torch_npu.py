@@ -20,7 +20,8 @@ over the simulated _C, no shim: site.alone_env). Every failure is classified:
     machine refuses, a time limit);
   * transfer_to_npu: in shim mode, what torch_npu's transfer_to_npu (which the shim applies) does by
     design and does the same on an NPU: it turns torch.jit.script into a function that returns what it
-    is given, so code that reads the scripted function's graph fails;
+    is given, so code that reads the scripted function's graph fails; it replaces Inductor's cached
+    get_gpu_type with a plain function, whose cache torch_npu._inductor then fails to clear;
   * simulator: everything else — where the simulated NPU differs from torch_npu.
 
 Tests torch_npu's CI disables on an NPU (test/unsupported_test_cases) are skipped, as torch_npu.testing
@@ -92,8 +93,11 @@ _ENV = re.compile(r"ModuleNotFoundError: No module named '(?!torch_npu)|Address 
                   r"object has no attribute 'assert\w*'")
 
 
-#: torch.jit.script under transfer_to_npu: the function itself comes back, with none of a ScriptFunction's members
-_JIT_OFF = re.compile(r"torch\.jit\.script\(.*\)\.\w+[\s\S]*AttributeError: 'function' object has no attribute")
+#: transfer_to_npu's own replacements: torch.jit.script gives back the function itself, with none of a
+#: ScriptFunction's members; torch._inductor.utils.get_gpu_type becomes a plain function, whose cache
+#: torch_npu._inductor then clears
+_JIT_OFF = re.compile(r"torch\.jit\.script\(.*\)\.\w+[\s\S]*AttributeError: 'function' object has no attribute|"
+                      r"get_gpu_type\.cache_clear\(\)[\s\S]*'function' object has no attribute 'cache_clear'")
 
 
 def classify(message: str) -> str:

@@ -48,6 +48,8 @@ def test_failures_are_classed_by_who_answers_for_them():
     assert run.classify("    graph = torch.jit.script(decomp_fn).graph\n"
                         "E   AttributeError: 'function' object has no attribute 'graph'") == "transfer_to_npu"
     assert run.classify("AttributeError: 'function' object has no attribute 'graph'") == "simulator"
+    assert run.classify("    get_gpu_type.cache_clear()\nE   AttributeError: 'function' object has no attribute "
+                        "'cache_clear'") == "transfer_to_npu"
     assert run.classify("AssertionError: OutOfMemoryError not raised") == "simulator"  # not the host's MemoryError
     assert run.classify("RuntimeError: Failed to build stub: ['sh', '/x/third_party/acl/libs/build_stub.sh']") \
         == "needs CANN"
