@@ -117,6 +117,15 @@ py::dict host_stats_dict() {
   d["active_bytes"] = stat(p.active_bytes);
   d["num_host_alloc"] = p.num_host_alloc;
   d["num_host_free"] = p.num_host_free;
+  for (auto [name, t] : {std::pair{"host_alloc_time", &p.host_alloc_time}, {"host_free_time", &p.host_free_time}}) {
+    py::dict e;
+    e["total"] = t->total;
+    e["max"] = t->max;
+    e["min"] = t->min;
+    e["count"] = t->count;
+    e["avg"] = t->count == 0 ? 0 : t->total / t->count;
+    d[name] = e;
+  }
   return d;
 }
 
@@ -253,6 +262,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_memory_observer", &set_observer, "fn(device, event, bytes), or None; events: 0 allocated peak, "
         "1 largest request, 2 out of memory, 3 reserved peak");
   m.def("empty_host_cache", &empty_host_cache);
+  m.def("set_host_thresholds", &set_host_thresholds);
+  m.def("set_oom_rejection", &set_oom_rejection);
+  m.def("oom_rejections", [](int i) { return oom_rejections(static_cast<c10::DeviceIndex>(i)); });
+  m.def("reset_oom_rejections", [](int i) { reset_oom_rejections(static_cast<c10::DeviceIndex>(i)); });
   m.def("set_model_active", &set_model_active);
   m.def("model_active", &model_active);
   m.def("set_blas_workspace", &set_blas_workspace);
@@ -298,6 +311,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("capture_underway", &capture_underway);
   m.def("capture_refuse", [](const std::string& what) { capture_refuse(what.c_str()); });
   m.def("capture_refuse_device", [](const std::string& what) { capture_refuse_device(what.c_str()); });
+  m.def("set_stream_refusal_invalidates", &set_stream_refusal_invalidates);
   m.def("set_capture_words", &set_capture_words);
   // Stream.wait_stream(other) on stream ids of one device: a capture on `other` extends to the waiting stream
   m.def("capture_join", [](py::handle device, int64_t from, int64_t to) { capture_join(index_arg(device), from, to); });

@@ -73,6 +73,12 @@ int64_t memory_capacity(c10::DeviceIndex index);
 void set_memory_fraction(c10::DeviceIndex index, double fraction);
 double memory_fraction(c10::DeviceIndex index);
 int64_t num_ooms(c10::DeviceIndex index);
+// torch_npu's throw_on_npumalloc_oom: while `fraction` >= 0, a new block that would take what a device
+// holds past that share of its capacity is refused with torch_npu's OutOfMemoryError before the host is
+// asked, and counted in the device's oom rejections (below 0: off)
+void set_oom_rejection(double fraction);
+int64_t oom_rejections(c10::DeviceIndex index);
+void reset_oom_rejections(c10::DeviceIndex index);
 // Device blocks as address space reserved on demand (mmap MAP_NORESERVE): pages are committed
 // when touched, so a profile larger than the host can be allocated as long as it is not all touched.
 void set_reserve_on_demand(bool on);
@@ -94,11 +100,19 @@ struct PinnedStats {
   struct Stat {
     int64_t current = 0, peak = 0, allocated = 0, freed = 0;
   };
+  // c10's DurationStat: microseconds the host took to give or take back a block
+  struct Duration {
+    int64_t total = 0, max = 0, min = 0, count = 0;
+  };
   Stat allocations, allocated_bytes, active_requests, active_bytes;
   int64_t num_host_alloc = 0, num_host_free = 0;
+  Duration host_alloc_time, host_free_time;
 };
 PinnedStats pinned_stats();
 void empty_host_cache();
+// the caching host allocator's pinned_max_round_threshold and pinned_max_cached_size, in bytes: a request
+// above either is not rounded to a power of two, and a block above the second goes back to the host when freed
+void set_host_thresholds(int64_t round_threshold, int64_t max_cached);
 
 // cache_model.cpp: CUDA's caching allocator, modelled for the statistics while a profile is active
 struct ModelStats {
@@ -254,6 +268,8 @@ bool capture_open();      // any capture is open, on any stream and thread
 // refuses one: on a capturing stream; on the capturing thread (not in "relaxed" mode); on any thread
 // while a "global" capture is open. Else nothing.
 void capture_refuse(const char* what);
+// off: a refused call on a capturing stream raises without invalidating the capture (CANN's stream capture)
+void set_stream_refusal_invalidates(bool on);
 void capture_refuse_device(const char* what);  // the device synchronizes: refused while any capture is open
 // the same for a stream's synchronize()/query() (the stream's own capture, else the mode's rule) and
 // an event's, `capture` being the capture it was recorded in (capture_of_stream at record, 0: none)

@@ -560,6 +560,10 @@ Graph* capture_of(c10::DeviceIndex device, c10::StreamId stream) {  // under g_c
   return nullptr;
 }
 
+// whether a refused call on a stream (a stream's synchronisation, .item(), a blocking copy) ends the
+// capture: CUDA's capture is invalidated; CANN's refuses the call and the capture goes on
+std::atomic<bool> g_stream_refusal_invalidates{true};
+
 void refuse(c10::DeviceIndex device, c10::StreamId stream, const char* what) {
   if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;
   std::string why = what;
@@ -567,11 +571,13 @@ void refuse(c10::DeviceIndex device, c10::StreamId stream, const char* what) {
     std::lock_guard<std::mutex> lock(g_capture_mutex);
     Graph* g = refused_by(capture_of(device, stream), why);
     if (g == nullptr) return;
-    g->invalidate(why);
+    if (g_stream_refusal_invalidates.load()) g->invalidate(why);
   }
   capture_error(why);
 }
 }  // namespace
+
+void set_stream_refusal_invalidates(bool on) { g_stream_refusal_invalidates = on; }
 
 void capture_refuse(const char* what) {
   if (C10_LIKELY(g_open.load(std::memory_order_relaxed) == 0)) return;

@@ -23,9 +23,11 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -94,6 +96,8 @@ void count_alloc(c10::DeviceIndex index, int64_t size) {
 std::array<std::atomic<int64_t>, kMaxDevices> g_capacity{};
 std::array<std::atomic<double>, kMaxDevices> g_fraction{};
 std::array<std::atomic<int64_t>, kMaxDevices> g_ooms{};
+std::atomic<double> g_reject_fraction{-1.0};
+std::array<std::atomic<int64_t>, kMaxDevices> g_rejections{};
 bool g_reserve_on_demand = false;
 
 // the bytes device `index` may hold: its capacity, or the share a memory fraction below 1 allows
@@ -286,6 +290,14 @@ Header* take(c10::DeviceIndex pool, int64_t size) {
       raise_oom(pool, model_allocation_size(size), st.allocated(), st.reserved());  // the size CUDA would ask for
     }
   }
+  const double reject = g_reject_fraction.load();
+  if (reject >= 0 && st.reserved() + capacity > static_cast<int64_t>(reject * static_cast<double>(g_capacity[pool].load()))) {
+    g_rejections[pool].fetch_add(1);
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+                     "NPU out of memory. Allocation was preemptively rejected because it would exceed "
+                     "per_process_memory_fraction limit. Requested size: ",
+                     c10::CachingAllocator::format_size(static_cast<uint64_t>(capacity)));
+  }
   Header* h = host_block(capacity);
   if (h == nullptr) {  // the host refused: give the cache back, then try once more
     empty_cache();
@@ -475,18 +487,23 @@ std::atomic<int64_t> g_pinned_bytes{0};
 
 struct PinnedBlock {
   void* ptr;
-  int64_t size;
+  int64_t size;   // what was asked for
+  int64_t block;  // the block that holds it
 };
 
-// Pinned memory is cached as CUDA's and torch_npu's caching host allocators cache it: sizes rounded
-// up to a power of two; a freed block stays cached (counted in allocations and allocated_bytes) and
-// the next request of its size takes it back, the same memory, until empty_host_cache() returns it.
+// Pinned memory is cached as torch_npu's caching host allocator (c10's CachingHostAllocatorImpl) caches
+// it: a request rounded up to a power of two unless it is above pinned_max_round_threshold or
+// pinned_max_cached_size; a freed block stays cached (counted in allocations and allocated_bytes) in the
+// free list of its size class, and the next request of that class takes it back, the same memory, until
+// empty_host_cache() returns it; a block above pinned_max_cached_size goes back to the host when freed.
 struct HostStats {
   std::mutex mutex;
-  std::array<int64_t, 64> cached{};  // cached blocks per power of two
-  std::array<std::vector<void*>, 64> blocks;  // their memory
+  std::array<std::vector<std::pair<void*, int64_t>>, 64> blocks;  // cached blocks per size class, with their sizes
   PinnedStats s;
 } g_host;
+
+std::atomic<int64_t> g_round_threshold{std::numeric_limits<int64_t>::max()};
+std::atomic<int64_t> g_max_cached{std::numeric_limits<int64_t>::max()};
 
 int log2_ceil(int64_t n) { return n <= 1 ? 0 : 64 - __builtin_clzll(static_cast<uint64_t>(n - 1)); }
 
@@ -500,35 +517,60 @@ void host_stat(PinnedStats::Stat& st, int64_t amount) {
   }
 }
 
-// a block of n bytes (its power of two): a cached one of that size, else new memory from the host
-void* host_taken(int64_t n) {
-  const int c = log2_ceil(n);
-  const int64_t size = int64_t{1} << c;
-  void* p = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(g_host.mutex);
-    if (g_host.cached[c] > 0) {
-      g_host.cached[c] -= 1;
-      p = g_host.blocks[c].back();
-      g_host.blocks[c].pop_back();
-    } else {
-      host_stat(g_host.s.allocations, 1);
-      host_stat(g_host.s.allocated_bytes, size);
-      g_host.s.num_host_alloc += 1;
-    }
-    host_stat(g_host.s.active_requests, 1);
-    host_stat(g_host.s.active_bytes, size);
-  }
-  return p != nullptr ? p : c10::alloc_cpu(static_cast<size_t>(size));
+void host_duration(PinnedStats::Duration& d, std::chrono::steady_clock::time_point start) {
+  const int64_t us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+  d.total += us;
+  d.count += 1;
+  d.max = std::max(d.max, us);
+  d.min = d.min == 0 ? us : std::min(d.min, us);
 }
 
-void host_given_back(void* p, int64_t n) {
-  const int c = log2_ceil(n);
+// a block for n bytes: a cached one of its size class, else new memory from the host; *block is its size
+void* host_taken(int64_t n, int64_t* block) {
+  const int64_t size = n <= g_round_threshold.load() && n <= g_max_cached.load() ? int64_t{1} << log2_ceil(n) : n;
+  auto& cached = g_host.blocks[log2_ceil(size)];
+  {
+    std::lock_guard<std::mutex> lock(g_host.mutex);
+    for (auto it = cached.rbegin(); it != cached.rend(); ++it) {
+      if (it->second >= size) {
+        void* p = it->first;
+        *block = it->second;
+        cached.erase(std::next(it).base());
+        host_stat(g_host.s.active_requests, 1);
+        host_stat(g_host.s.active_bytes, *block);
+        return p;
+      }
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  void* p = c10::alloc_cpu(static_cast<size_t>(size));
+  *block = size;
   std::lock_guard<std::mutex> lock(g_host.mutex);
-  g_host.cached[c] += 1;
-  g_host.blocks[c].push_back(p);
+  host_duration(g_host.s.host_alloc_time, start);
+  host_stat(g_host.s.allocations, 1);
+  host_stat(g_host.s.allocated_bytes, size);
+  g_host.s.num_host_alloc += 1;
+  host_stat(g_host.s.active_requests, 1);
+  host_stat(g_host.s.active_bytes, size);
+  return p;
+}
+
+void host_given_back(void* p, int64_t block) {
+  const bool keep = block <= g_max_cached.load();
+  std::lock_guard<std::mutex> lock(g_host.mutex);
   host_stat(g_host.s.active_requests, -1);
-  host_stat(g_host.s.active_bytes, -(int64_t{1} << c));
+  host_stat(g_host.s.active_bytes, -block);
+  if (keep) {
+    g_host.blocks[log2_ceil(block)].emplace_back(p, block);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  c10::free_cpu(p);
+  host_duration(g_host.s.host_free_time, start);
+  host_stat(g_host.s.allocations, -1);
+  host_stat(g_host.s.allocated_bytes, -block);
+  g_host.s.num_host_free += 1;
 }
 
 void release_pinned(void* ctx) {
@@ -538,7 +580,7 @@ void release_pinned(void* ctx) {
     g_pinned.erase(b->ptr);
   }
   g_pinned_bytes.fetch_sub(b->size);
-  host_given_back(b->ptr, b->size);
+  host_given_back(b->ptr, b->block);
   delete b;
 }
 
@@ -556,13 +598,14 @@ struct PinnedAllocator final : at::HostAllocator {
   void reset_peak_stats() override { reset_host_stats(true); }
   c10::DataPtr allocate(size_t n) override {
     if (n == 0) return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
-    void* p = host_taken(static_cast<int64_t>(n));
+    int64_t block = 0;
+    void* p = host_taken(static_cast<int64_t>(n), &block);
     {
       std::lock_guard<std::mutex> lock(g_pinned_mutex);
       g_pinned.insert(p);
     }
     g_pinned_bytes.fetch_add(static_cast<int64_t>(n));
-    return c10::DataPtr(p, new PinnedBlock{p, static_cast<int64_t>(n)}, &release_pinned, c10::Device(c10::kCPU));
+    return c10::DataPtr(p, new PinnedBlock{p, static_cast<int64_t>(n), block}, &release_pinned, c10::Device(c10::kCPU));
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
@@ -792,6 +835,9 @@ double memory_fraction(c10::DeviceIndex index) {
   return f < 1.0 ? static_cast<double>(allowed_bytes(i)) / static_cast<double>(g_capacity[i].load()) : 1.0;
 }
 int64_t num_ooms(c10::DeviceIndex index) { return g_ooms[check_index(index)].load(); }
+void set_oom_rejection(double fraction) { g_reject_fraction = fraction; }
+int64_t oom_rejections(c10::DeviceIndex index) { return g_rejections[check_index(index)].load(); }
+void reset_oom_rejections(c10::DeviceIndex index) { g_rejections[check_index(index)] = 0; }
 void set_reserve_on_demand(bool on) { g_reserve_on_demand = on; }
 void set_memory_info_source(MemoryInfoSource fn) { g_memory_info = fn; }
 void set_memory_observer(MemoryObserver fn) {
@@ -826,6 +872,12 @@ at::HostStats host_allocator_stats() {
   copy(out.active_bytes, p.active_bytes);
   out.num_host_alloc = p.num_host_alloc;
   out.num_host_free = p.num_host_free;
+  for (auto [to, from] : {std::pair{&out.host_alloc_time, &p.host_alloc_time}, {&out.host_free_time, &p.host_free_time}}) {
+    to->total = from->total;
+    to->max = from->max;
+    to->min = from->min;
+    to->count = from->count;
+  }
   return out;
 }
 
@@ -839,26 +891,35 @@ void reset_host_stats(bool peaks) {
       st->allocated = st->freed = 0;
     }
   }
+  for (PinnedStats::Duration* d : {&g_host.s.host_alloc_time, &g_host.s.host_free_time}) {
+    if (peaks) {
+      d->min = d->max = 0;
+    } else {
+      d->total = d->count = 0;
+    }
+  }
   if (!peaks) g_host.s.num_host_alloc = g_host.s.num_host_free = 0;
 }
 }  // namespace
 
 void empty_host_cache() {
-  std::vector<void*> freed;
-  {
-    std::lock_guard<std::mutex> lock(g_host.mutex);
-    for (int c = 0; c < 64; ++c) {
-      const int64_t k = g_host.cached[c];
-      if (k == 0) continue;
-      host_stat(g_host.s.allocations, -k);
-      host_stat(g_host.s.allocated_bytes, -(k << c));
-      g_host.s.num_host_free += k;
-      g_host.cached[c] = 0;
-      freed.insert(freed.end(), g_host.blocks[c].begin(), g_host.blocks[c].end());
-      g_host.blocks[c].clear();
+  std::lock_guard<std::mutex> lock(g_host.mutex);
+  for (auto& cached : g_host.blocks) {
+    for (const auto& [p, size] : cached) {
+      const auto start = std::chrono::steady_clock::now();
+      c10::free_cpu(p);
+      host_duration(g_host.s.host_free_time, start);
+      host_stat(g_host.s.allocations, -1);
+      host_stat(g_host.s.allocated_bytes, -size);
+      g_host.s.num_host_free += 1;
     }
+    cached.clear();
   }
-  for (void* p : freed) c10::free_cpu(p);
+}
+
+void set_host_thresholds(int64_t round_threshold, int64_t max_cached) {
+  g_round_threshold.store(round_threshold);
+  g_max_cached.store(max_cached);
 }
 
 }  // namespace cudashim

@@ -18,6 +18,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/Resize.h>
 
 namespace cudashim {
 namespace {
@@ -53,7 +54,13 @@ struct CudaHooks final : Hooks<at::CUDAHooksInterface> {
   void deviceSynchronize(c10::DeviceIndex) const override {}
 };
 
-struct NpuHooks final : Hooks<at::PrivateUse1HooksInterface> {};
+struct NpuHooks final : Hooks<at::PrivateUse1HooksInterface> {
+  // Storage.resize_ of a device storage, as torch_npu's storage_resize_npu does it: new memory from the
+  // storage's allocator (the device's), the old bytes copied in up to the smaller size, the old memory freed
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    at::native::resize_bytes_cpu(storage.unsafeGetStorageImpl(), newsize);
+  }
+};
 
 }  // namespace
 

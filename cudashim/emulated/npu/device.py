@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import CudashimError
 
-__all__ = ["cann_version", "DEFAULT_CANN_VERSION", "start", "started", "core", "profile", "visible_count", "physical_ids", "DEVICE_TYPE"]
+__all__ = ["cann_version", "DEFAULT_CANN_VERSION", "install_cann_home", "start", "started", "core", "profile", "visible_count", "physical_ids", "DEVICE_TYPE"]
 
 DEVICE_TYPE = "npu"
 
@@ -39,6 +39,28 @@ def cann_version(module: str = "CANN") -> str:
     if module == "DRIVER":
         return os.environ.get("CUDASHIM_NPU_DRIVER_VERSION", "").strip() or "25.5.0"
     return version
+
+def install_cann_home(site: "os.PathLike[str] | str") -> None:
+    """The simulated CANN installation, set up as CANN's set_env.sh sets up a real one before torch_npu
+    is imported: ASCEND_HOME_PATH and ASCEND_OPP_PATH name folders that exist (the runtime, compiler and
+    opp folders torch_npu's start-up checks for) and its version file (ascend_toolkit_install.info, which
+    torch_npu.utils.collect_env.get_cann_version reads) gives the simulated CANN version. No CANN library
+    is there. Where ASCEND_HOME_PATH is set already, it is left as it is."""
+    if "ASCEND_HOME_PATH" in os.environ:
+        return
+    from pathlib import Path
+
+    version = cann_version()
+    home = Path(site) / "cann" / version
+    if not (home / "ascend_toolkit_install.info").is_file():
+        for sub in ("runtime", "compiler", "opp"):
+            (home / sub).mkdir(parents=True, exist_ok=True)
+        tmp = home / f"ascend_toolkit_install.info.{os.getpid()}"
+        tmp.write_text(f"package_name=Ascend-cann-toolkit\nversion={version}\n")
+        os.replace(tmp, home / "ascend_toolkit_install.info")
+    os.environ["ASCEND_HOME_PATH"] = str(home)
+    os.environ.setdefault("ASCEND_OPP_PATH", str(home / "opp"))
+
 
 _state: dict[str, Any] = {}
 

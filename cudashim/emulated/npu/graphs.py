@@ -20,6 +20,8 @@ in Ascend/pytorch at the commit the operator table names (torch_npu_ops.json):
     capture refuses them; torch_npu raises the ACL error through NPU_CHECK_ERROR
     (torch_npu/csrc/core/npu/NPUException.h). The core refuses them here with the words
     set_capture_words gives it; CANN's own error code is not known to the simulator and not shown.
+    A refused call on the capturing stream (.item(), a blocking copy) leaves the capture going, as
+    CANN's does; torch.npu.synchronize() invalidates it.
 
 What the simulator does not do: the graph-task update of auto_dispatch_capture (aclmdlRICaptureTaskGrp*,
 the FIA / paged-attention handlers' parameter update) raises CapabilityError; super kernels are
@@ -41,6 +43,8 @@ __all__ = ["natives", "refusing_synchronize", "SOURCE", "CAPTURE_WORDS"]
 SOURCE = "Ascend/pytorch@94c0533ba69b855a8d60dba28badb02bf2d249f3"
 
 _MODES = ("global", "thread_local", "relaxed")
+#: natives.py's CannRequired maker (given by natives.build: this module is imported from there)
+_NEEDS_CANN: list[Any] = []
 _handles = itertools.count(1)
 
 #: the core's words for a call a capture refuses (a synchronising call; the default stream joining a
@@ -142,6 +146,16 @@ def _graph_class(torch: Any, core: Any) -> type:
             if not self._cudashim_exec:
                 raise _refuse("Called NPUGraph::super_kernel_optimize without a preceding successful capture.")
 
+        def debug_dump(self, debug_path: str) -> None:
+            """NPUGraph::debug_dump: CANN writes the captured model as its own JSON (aclmdlRIDebugJsonPrint),
+            which the simulator cannot write; without a capture, torch_npu's warning."""
+            if not self._cudashim_exec:
+                import warnings
+
+                warnings.warn("Called NPUGraph::debug_dump without a preceding successful capture.", stacklevel=2)
+                return
+            raise _NEEDS_CANN[0]("_C._NPUGraph.debug_dump", "CANN's JSON dump of a captured model (aclmdlRIDebugJsonPrint)")
+
     _NPUGraph.__module__, _NPUGraph.__qualname__ = "torch_npu._C", "_NPUGraph"
     return _NPUGraph
 
@@ -177,6 +191,9 @@ def natives(torch: Any, core: Any) -> dict[str, Any]:
     from .. import graph_kernels
 
     core.set_capture_words(CAPTURE_WORDS["refused"], CAPTURE_WORDS["invalidated"])
+    # CANN's stream capture refuses a synchronising call on the capturing stream and goes on capturing
+    # (torch_npu's own tests rely on it): only the device's synchronisation invalidates the capture
+    core.set_stream_refusal_invalidates(False)
     graph_kernels.set_capture_check(core.capture_underway)
 
     def graph_pool_handle() -> tuple[int, int]:

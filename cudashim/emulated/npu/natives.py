@@ -259,6 +259,45 @@ def allocator_settings() -> dict[str, str]:
 # ---------------------------------------------------------------- the native classes
 
 
+#: the raw streams npuStreamCreate made (aclrtCreateStream): their handle, which is the id of the core's
+#: stream behind them, to that stream
+_RAW_STREAMS: dict[int, Any] = {}
+#: host memory npuHostRegister registered (aclrtHostRegisterV2): address to size
+_REGISTERED: dict[int, int] = {}
+_ACL_ERROR_INVALID_PARAM = 100000
+_ACL_HOST_REG_FLAGS = 0x2 | 0x10000000  # ACL_HOST_REG_MAPPED | ACL_HOST_REG_PINNED
+
+
+def _npurt(torch: Any, core: Any) -> dict[str, Any]:
+    """torch_npu._C._npurt (torch_npu/csrc/npu/npurt.cpp): the runtime calls it binds, each answering
+    ACL's return code (0, or ACL_ERROR_INVALID_PARAM for a null pointer, a zero size, a flag ACL does
+    not know, memory or a stream it does not hold)."""
+    import ctypes
+
+    def host_register(ptr: int, size: int, flags: int) -> int:
+        if not ptr or size <= 0 or flags & ~_ACL_HOST_REG_FLAGS or not flags or ptr in _REGISTERED:
+            return _ACL_ERROR_INVALID_PARAM
+        _REGISTERED[int(ptr)] = int(size)
+        return 0
+
+    def host_unregister(ptr: int) -> int:
+        return 0 if ptr and _REGISTERED.pop(int(ptr), None) is not None else _ACL_ERROR_INVALID_PARAM
+
+    def stream_create(ptr: int) -> int:
+        if not ptr:
+            return _ACL_ERROR_INVALID_PARAM
+        raw = torch.Stream(device=torch.device("npu", core.current_device()))
+        _RAW_STREAMS[int(raw.stream_id)] = raw
+        ctypes.c_void_p.from_address(int(ptr)).value = int(raw.stream_id)
+        return 0
+
+    def stream_destroy(handle: int) -> int:
+        return 0 if handle and _RAW_STREAMS.pop(int(handle), None) is not None else _ACL_ERROR_INVALID_PARAM
+
+    return {"npuHostRegister": host_register, "npuHostUnregister": host_unregister,
+            "npuStreamCreate": stream_create, "npuStreamDestroy": stream_destroy}
+
+
 def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
     type_index = int(torch._C._autograd.DeviceType.PrivateUse1)
 
@@ -267,7 +306,34 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
 
         def __new__(cls, priority: int = 0, stream_id: int = 0, device_index: int = 0, device_type: int = 0,
                     stream_ptr: int = 0, **kwargs: Any) -> Any:
+            if stream_ptr:
+                # THNPStream_pynew: an external stream, here one npuStreamCreate made (the simulator has no
+                # other runtime to take one from)
+                if priority != 0:
+                    raise RuntimeError("Priority was explicitly set for an external stream"
+                                       + _pta("ERR00001", "invalid parameter"))
+                if kwargs.get("is_sync_launch"):
+                    raise RuntimeError("is_sync_launch was explicitly set for an external stream"
+                                       + _pta("ERR00001", "invalid parameter"))
+                raw = _RAW_STREAMS.get(int(stream_ptr))
+                if raw is None:
+                    raise RuntimeError(f"{int(stream_ptr):#x} is not a stream of the simulated NPU's runtime (one "
+                                       "torch_npu.npu.npurt().npuStreamCreate made)" + _pta("ERR00001", "invalid parameter"))
+                return super().__new__(cls, stream_id=raw.stream_id, device_index=raw.device_index,
+                                       device_type=raw.device_type)
             if stream_id or device_index or device_type:
+                # THNPStream_pynew: the three read as unsigned (a negative one is PyArg's OverflowError), then
+                # NPUStream::unpack3 checks the device type and index before the stream is made
+                for name, value in (("stream_id", stream_id), ("device_index", device_index),
+                                    ("device_type", device_type)):
+                    if int(value) < 0:
+                        raise OverflowError(f"can't convert negative int to unsigned ({name})")
+                if device_type and int(device_type) != type_index:
+                    raise RuntimeError(f"Invalid device type {device_type} for an NPU stream"
+                                       + _pta("ERR00001", "invalid parameter"))
+                if int(device_index) >= int(core.device_count()):
+                    raise RuntimeError(f"Invalid device index {device_index} for an NPU stream: {core.device_count()} "
+                                       "devices" + _pta("ERR00001", "invalid parameter"))
                 return super().__new__(cls, stream_id=stream_id, device_index=device_index,
                                        device_type=device_type or type_index)
             return super().__new__(cls, device=torch.device("npu", core.current_device()), priority=priority)
@@ -276,12 +342,27 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
         def npu_stream(self) -> int:
             return self.stream_id
 
+        def query(self) -> bool:
+            if self.stream_id in _RAW_STREAMS:
+                raise RuntimeError("Cannot query external NPU stream status. The caller must track stream completion "
+                                   "externally." + _pta("ERR00007", "feature not supported"))
+            return super().query()
+
+        def synchronize(self) -> None:
+            if self.stream_id in _RAW_STREAMS:
+                raise RuntimeError("External NPU stream is not supported in NPUStream::synchronize. The caller is "
+                                   "responsible for synchronization of external streams."
+                                   + _pta("ERR00007", "feature not supported"))
+            super().synchronize()
+
         def set_data_preprocess_stream(self, is_data_preprocess_stream: bool = False) -> None:
             return None
 
         @staticmethod
         def priority_range() -> tuple[int, int]:
             return (0, -1)
+
+    _last_stamp = [0]
 
     class _NPUEventBase:
         """THNPEvent (torch_npu/csrc/npu/Event.cpp): an event of the npu device over torch.Event."""
@@ -300,6 +381,23 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
             self._ev.record(torch.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
                                          device_type=stream.device_type))
             self._recorded = True
+            # the device runs the stream's work as it is issued: the event completes now; events recorded
+            # one after another complete one after another
+            self._stamp = max(time.monotonic_ns() // 1000, _last_stamp[0] + 1)
+            _last_stamp[0] = self._stamp
+
+        def recorded_time(self) -> int:
+            """NPUEvent::recorded_time: the timestamp, in microseconds, at which the recorded event completed."""
+            if not self._recorded:
+                raise RuntimeError("Event must be recorded before getting recorded timestamp."
+                                   + _pta("ERR00005", "internal error"))
+            self.synchronize()
+            return self._stamp
+
+        def reset(self, stream: Any = None) -> None:
+            """NPUEvent::reset: nothing on a CANN with aclrtValueWait/aclrtValueWrite (the simulated CANN is
+            one), where an event is reset by the runtime itself."""
+            return None
 
         def wait(self, stream: Any = None) -> None:
             if stream is None:
@@ -364,7 +462,7 @@ def _stream_classes(torch: Any, core: Any, dm: Any) -> dict[str, Any]:
 class _Properties:
     """_NPUDeviceProperties (torch_npu/csrc/npu/Module.cpp): name, total_memory, cube/vector cores, L2."""
 
-    def __init__(self, p: Any) -> None:
+    def __init__(self, p: Any, index: int = 0) -> None:
         self.name = p.name
         self.total_memory = p.total_memory
         self.cube_core_num = p.cube_core_num
@@ -374,12 +472,29 @@ class _Properties:
         self.multi_processor_count = p.multi_processor_count
         self.major, self.minor = p.major, p.minor
         self.gcnArchName = p.gcnArchName
-        self.uuid = f"simulated-npu-{id(self):x}"
+        self.uuid = _Uuid(index)
 
     def __repr__(self) -> str:
         return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1024 * 1024)}MB, "
                 f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num}, "
                 f"L2_cache_size={self.L2_cache_size // (1024 * 1024)}MB)")
+
+
+class _Uuid:
+    """torch_npu._C._CUuuid (aclrtUuid): 16 bytes, shown in the 8-4-4-4-12 form; a simulated device's is
+    derived from its index, the same in every process."""
+
+    def __init__(self, index: int) -> None:
+        import uuid
+
+        self._uuid = uuid.uuid5(uuid.NAMESPACE_OID, f"cudashim simulated npu {index}")
+
+    @property
+    def bytes(self) -> list[int]:
+        return list(self._uuid.bytes)
+
+    def __str__(self) -> str:
+        return str(self._uuid)
 
 
 class _Memories:
@@ -546,12 +661,30 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
     dm = NpuDeviceModule(torch, core)
     mem = dm.memory
     ns: dict[str, Any] = {}
+    graphs._NEEDS_CANN[:] = [lambda qualname, what: CannRequired(
+        f"torch_npu.{qualname} needs CANN ({what}), which the simulated NPU does not have; run this part on an NPU"
+        + _pta())]
     ns.update(graphs.natives(torch, core))
     ns.update(_stream_classes(torch, core, dm))
     state: dict[str, Any] = {"options": {}, "deterministic": 0, "fill_uninit": False, "task_queue": 1,
                              "op_timeout_ms": 0, "train": True, "call_state": "forward", "fft_max": {},
                              "res_limit": {}, "history": False}
     settings_from_env(os.environ)
+    _core_settings(core)
+
+    def set_sync_debug_mode(mode: Any) -> None:
+        """THNPModule_npu_set_sync_debug_mode: an int of 0, 1 or 2, else torch_npu's error."""
+        if isinstance(mode, bool) or not isinstance(mode, int):
+            raise RuntimeError("invalid argument to set_sync_debug_mode, debug_mode type must long"
+                               + _pta("ERR00001", "invalid parameter"))
+        if not 0 <= mode <= 2:
+            raise RuntimeError("invalid value of debug_mode, expected one of 0,1,2" + _pta("ERR00003", "invalid value"))
+        dm.set_sync_debug_mode(mode)
+
+    def set_fft_capacity(size: int) -> None:
+        if not 1 <= int(size) <= 99:
+            raise RuntimeError("invalid value of cache_size, expected 1 to 99" + _pta("ERR00003", "invalid value"))
+        state["fft_max"]["capacity"] = int(size)
 
     # devices
     ns.update({
@@ -565,9 +698,11 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_maybeExchangeDevice": lambda device: dm.exchange_device(int(device)),
         # aclrtSynchronizeDevice: refused while a capture is open, as CANN's stream capture refuses it
         "_npu_synchronize": _no_args(graphs.refusing_synchronize(core, lambda device=None: None)),
-        "_npu_canDeviceAccessPeer": lambda device_id, peer_device_id: (dm.index(device_id), dm.index(peer_device_id)) and True,
+        # aclrtDeviceCanAccessPeer: another device of the host, not the device itself
+        "_npu_canDeviceAccessPeer": lambda device_id, peer_device_id: dm.index(device_id) != dm.index(peer_device_id),
         "_npu_getDeviceName": lambda: dm.get_device_name(),
-        "_npu_getDeviceProperties": lambda device_id: _Properties(dm.get_device_properties(device_id)),
+        "_npu_getDeviceProperties": lambda device_id: _Properties(dm.get_device_properties(device_id),
+                                                                  dm.index(device_id)),
         "_npu_getDeviceMemories": lambda device_id: _Memories(*_free_total(dm, core, device_id)),
         "_npu_getDeviceUtilizationRate": lambda device_id: {"cube": 0, "vector": 0, "aicpu": 0},
         "_npu_is_bf16_supported": lambda: True,
@@ -583,7 +718,8 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_set_thread_affinity": lambda *a: None,
         "_npu_lock_mutex": lambda: None,
         "_npu_unlock_mutex": lambda: None,
-        "_npu_eraseStream": lambda tensor, stream: None,
+        # the device runs each stream's work as it is issued: no use of a block is pending on a stream
+        "_npu_eraseStream": lambda tensor, stream_id=0, device_index=0, device_type=0: None,
     })
 
     def empty_strided_npu(*args: Any) -> Any:
@@ -613,13 +749,13 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
 
     ns.update({
         "_npu_setOption": set_option, "_npu_getOption": get_option,
-        "_npu_set_deterministic_level": lambda level: state.__setitem__("deterministic", int(level)),
+        "_npu_set_deterministic_level": lambda level: state.__setitem__("deterministic", _unpack_uint32(level)),
         "_npu_get_deterministic_level": lambda: state["deterministic"],
-        "_npu_set_sync_debug_mode": lambda mode: dm.set_sync_debug_mode(mode),
+        "_npu_set_sync_debug_mode": set_sync_debug_mode,
         "_npu_get_sync_debug_mode": lambda: dm.get_sync_debug_mode(),
         "_npu_set_task_queue_enable": set_task_queue,
         "_npu_get_task_queue_enable": lambda: state["task_queue"],
-        "_npu_set_op_timeout_ms": lambda ms: state.__setitem__("op_timeout_ms", int(ms)),
+        "_npu_set_op_timeout_ms": lambda ms: state.__setitem__("op_timeout_ms", _unpack_uint32(ms)),
         "_npu_set_module_train_state": lambda mode: state.__setitem__("train", mode),
         "_npu_set_call_state": lambda mode: state.__setitem__("call_state", mode),
         "_npu_set_device_res_limit": lambda device, type, value: state["res_limit"].__setitem__((device, type), value),
@@ -627,10 +763,11 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         "_npu_set_stream_res_limit": lambda stream, type, value: state["res_limit"].__setitem__((stream, type), value),
         "_npu_get_stream_res_limit": lambda stream, type: state["res_limit"].get((stream, type), 24 if type == 0 else 48),
         "_npu_reset_stream_res_limit": lambda stream: None,
-        "_npu_get_fft_plan_cache_max_size": lambda device: state["fft_max"].get(device, 4096),
-        "_npu_set_fft_plan_cache_max_size": lambda device, size: state["fft_max"].__setitem__(device, int(size)),
-        "_npu_get_fft_plan_cache_size": lambda device: 0,
-        "_npu_clear_fft_plan_cache": lambda device: None,
+        # op-plugin's FFT plan cache (FFTCommonOpApi.cpp): one per process, of 10 plans unless set to 1..99
+        "_npu_get_fft_plan_cache_max_size": lambda: state["fft_max"].get("capacity", 10),
+        "_npu_set_fft_plan_cache_max_size": set_fft_capacity,
+        "_npu_get_fft_plan_cache_size": lambda: 0,
+        "_npu_clear_fft_plan_cache": lambda: None,
         "_get_npu_data_unsafe_flag": lambda: False,
         "_set_npu_data_unsafe_flag": lambda flag: None,
         "_mark_all_npu_data_ptr_unsafe": lambda *a: None,
@@ -649,6 +786,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
 
     def set_settings(conf: str) -> None:
         _SETTINGS.update(parse_allocator_settings(conf, RUNTIME_SETTINGS))
+        _core_settings(core)
 
     def unpack(device: Any) -> int:
         """THPUtils_unpackDeviceIndex: an int8 device index, -1 for the current one."""
@@ -658,8 +796,10 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
         return dm.index(i)
 
     ns.update({
-        "_npu_memoryStats": lambda device: dict(mem.nested(unpack(device)), num_oom_rejections=0),
-        "_npu_resetAccumulatedMemoryStats": lambda device: mem.reset_accumulated_memory_stats(unpack(device)),
+        "_npu_memoryStats": lambda device: dict(mem.nested(unpack(device)),
+                                                num_oom_rejections=int(core.oom_rejections(unpack(device)))),
+        "_npu_resetAccumulatedMemoryStats": lambda device: (mem.reset_accumulated_memory_stats(unpack(device)),
+                                                            core.reset_oom_rejections(unpack(device)))[0],
         "_npu_resetPeakMemoryStats": lambda device: mem.reset_peak_memory_stats(unpack(device)),
         "_npu_emptyCache": lambda *a: mem.empty_cache(),
         "_npu_emptyVirtAddrCache": lambda *a: None,
@@ -760,7 +900,7 @@ def build(torch: Any, core: Any) -> dict[str, Any]:
                                         {"ProcessGroupHCCL": hccl.ProcessGroupHCCL,
                                          "_is_support_hccl_comm_name": lambda: True,
                                          "_verify_params_across_processes": lambda *a, **k: None}),
-        "_npurt": _submodule("_npurt", "torch_npu's runtime API (the simulated device answers)", {}),
+        "_npurt": _submodule("_npurt", "torch_npu's runtime API (the simulated device answers)", _npurt(torch, core)),
         "_mstx": _submodule("_mstx", "torch_npu's mstx markers: recorded nowhere on the simulated NPU", _mstx_module()),
     }
     ns.update(children)
@@ -864,6 +1004,41 @@ def settings_from_env(environ: Any) -> None:
     conf = npu if npu is not None else acc
     if conf:
         _SETTINGS.update(parse_allocator_settings(conf))
+
+
+def _core_settings(core: Any) -> None:
+    """The settings the core applies itself: the caching host allocator's thresholds from the settings in force (c10's pinned_max_round_threshold
+    and pinned_max_cached_size, which torch_npu's allocator reads through NPUAllocatorConfig; unset: no
+    limit); with pin_memory_expandable_segments they do not apply, and torch_npu warns once that they do not."""
+    unset = 2**63 - 1
+    mb = {k: int(_SETTINGS[k]) * 2**20 if k in _SETTINGS else unset
+          for k in ("pinned_max_round_threshold_mb", "pinned_max_cached_size_mb")}
+    if _SETTINGS.get("pin_memory_expandable_segments") == "True" and min(mb.values()) != unset:
+        if not _WARNED_EXPANDABLE_HOST:
+            _WARNED_EXPANDABLE_HOST.append(True)
+            import warnings
+
+            warnings.warn("`pinned_max_round_threshold_mb` and `pinned_max_cached_size_mb` do not take effect "
+                          "when `pin_memory_expandable_segments` is enabled. To use these options, set "
+                          "`pin_memory_expandable_segments` to `False`.", stacklevel=2)
+    core.set_host_thresholds(mb["pinned_max_round_threshold_mb"], mb["pinned_max_cached_size_mb"])
+    # throw_on_npumalloc_oom: a new block past per_process_memory_fraction of the device is refused up front
+    throw = _SETTINGS.get("throw_on_npumalloc_oom") == "True"
+    core.set_oom_rejection(float(_SETTINGS.get("per_process_memory_fraction", "1.0")) if throw else -1.0)
+
+
+_WARNED_EXPANDABLE_HOST: list[bool] = []
+
+
+def _unpack_uint32(obj: Any) -> int:
+    """torch's THPUtils_unpackUInt32, as the bindings that take an unsigned int read their argument."""
+    if not isinstance(obj, int):
+        raise TypeError(f"an integer is required (got type {type(obj).__name__})")
+    if obj < 0:
+        raise OverflowError("can't convert negative value to unsigned int")
+    if obj > 2**32 - 1:
+        raise ValueError("Overflow when unpacking long long")
+    return int(obj)
 
 
 def _no_args(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -982,12 +1157,12 @@ def _tensor_types(torch: Any) -> dict[str, type]:
     def make(name: str, dtype: Any) -> type:
         def __new__(cls: Any, *args: Any, device: Any = None) -> Any:
             dev = torch.device("npu") if device is None else torch.device(device)
-            if len(args) == 1 and not isinstance(args[0], int):
+            if len(args) == 1 and not isinstance(args[0], (int, torch.Size)):
                 data = args[0]
                 if isinstance(data, torch.Tensor):
                     return data.to(device=dev, dtype=dtype)
                 return torch.tensor(data, dtype=dtype, device=dev)
-            return torch.empty(*args, dtype=dtype, device=dev)
+            return torch.empty(*(args or (0,)), dtype=dtype, device=dev)
 
         return _LegacyType(name, (), {"__new__": __new__, "dtype": dtype, "is_sparse": False, "is_cuda": False,
                                       "__module__": "torch.npu"})

@@ -32,6 +32,8 @@ _STANDINS = Path(__file__).resolve().parent / "simsite"
 #: the wheel's native libraries (replaced by simsite/torch_npu/_C); its C++ headers (torch_npu/include) are
 #: taken, as the wheel installs them: torch_npu's tests and cpp extensions read them
 _NATIVE_DIRS = ("torch_npu/lib/",)
+#: the folder of the assembled site that holds the wheel's .dist-info
+_DIST = "dist"
 
 
 def wheel_members(names: list[str]) -> list[str]:
@@ -125,6 +127,12 @@ def _assemble(wheel: Path, dest: Path) -> None:
             for member in wheel_members(zf.namelist()):
                 (tmp / member).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / member).write_bytes(zf.read(member))
+            # the wheel's metadata, apart (alone_env puts it on the path): its torch.backends entry point is
+            # how `import torch` loads torch_npu on a host where the wheel is installed
+            for member in zf.namelist():
+                if member.split("/", 1)[0].endswith(".dist-info") and not member.endswith(("/", "RECORD")):
+                    (tmp / _DIST / member).parent.mkdir(parents=True, exist_ok=True)
+                    (tmp / _DIST / member).write_bytes(zf.read(member))
         shutil.copytree(_STANDINS, tmp, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
         # torch_npu loads its ATB operators from this library and, where the load fails (no NNAL on
         # the host), raises that failure when an ATB operator is called: a file that is no library
@@ -165,12 +173,14 @@ def prepare() -> Path:
 def alone_env(root: Path, environ: "dict[str, str] | None" = None) -> dict[str, str]:
     """The environment that runs the simulated torch_npu alone (no shim: `import torch_npu` is the
     wheel's package over the simulated _C, as on a host with an NPU): the assembled site and the
-    checkout `root` on PYTHONPATH, the shim's bootstrap off."""
+    checkout `root` on PYTHONPATH, and the wheel's metadata, so that `import torch` loads torch_npu through
+    its entry point as where the wheel is installed; the shim's bootstrap off."""
     env = {k: v for k, v in (os.environ if environ is None else environ).items()
            if not k.startswith(("CUDASHIM_", "ASCEND_RT_"))}
     for keep in ("CUDASHIM_BUILD_DIR", "CUDASHIM_WHEEL_CACHE", "CUDASHIM_NPU_DEVICES", "CUDASHIM_CANN_VERSION"):
         if environ is None and keep in os.environ:
             env[keep] = os.environ[keep]
-    env["PYTHONPATH"] = os.pathsep.join([str(assembled()), str(root)])
+    site = assembled()
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(root), str(site / _DIST)])
     env["CUDASHIM_DISABLE"] = "1"
     return env

@@ -14,6 +14,7 @@ import torch as _torch
 
 from cudashim.emulated.npu import device as _device, natives as _natives
 
+_device.install_cann_home(_Path(__file__).resolve().parent.parent.parent)
 _core = _device.start(_torch)
 _names = _natives.build(_torch, _core)
 globals().update(_names)
