@@ -55,25 +55,23 @@ def test_simulated_ascend_tp1_passes_the_float64_comparison(sim_eager, judge):
     assert judge(out, "nano-vllm simulated ascend tp1")
 
 
-def test_simulated_ascend_tp2_passes_the_float64_comparison(sim_eager, judge):
-    """Two ranks on npu:0 and npu:1, nano-vllm's NCCL calls on HCCL groups (Gloo underneath)."""
-    r, out = sim_eager(2)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
-    assert judge(out, "nano-vllm simulated ascend tp2")
-
-
 @pytest.mark.parametrize("tp", [1, 2])
 def test_simulated_ascend_npu_graphs_match_eager_and_pass_the_comparison(checkpoint, sim_eager, judge, tmp_path, tp):
     """enforce_eager=False on the simulated NPU: nano-vllm's torch.cuda.CUDAGraph / torch.cuda.graph calls
     reach torch_npu's own graphs.py through transfer_to_npu and capture NPU graphs (one per batch size),
     replayed at each decode step; the tokens are the eager run's and pass the float64 comparison. The
     decode's fused attention runs as one graph task reading the key lengths from the device
-    (cudashim/replacements/_attn_ascend.py), as it must on an NPU."""
-    r, eager_out = sim_eager(tp)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    (cudashim/replacements/_attn_ascend.py), as it must on an NPU.
+    At tp=2 (ranks on npu:0 and npu:1, nano-vllm's NCCL calls on HCCL groups, Gloo underneath) this run
+    is the tensor-parallel proof: its prefill runs eagerly, its decode steps replay NPU graphs holding
+    the all-reduces, and the float64 comparison judges it; an eager tp=2 run would repeat that prefill
+    and tp=1's eager decode."""
     out = tmp_path / "sim_graphs.json"
     r = _sim_run(checkpoint, out, "--tp", str(tp), "--graphs")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     assert f"tp={tp}, graphs)" in r.stdout
-    assert json.loads(out.read_text())["token_ids"] == json.loads(eager_out.read_text())["token_ids"]
+    if tp == 1:
+        r, eager_out = sim_eager(1)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+        assert json.loads(out.read_text())["token_ids"] == json.loads(eager_out.read_text())["token_ids"]
     assert judge(out, f"nano-vllm simulated ascend tp{tp} graphs")
