@@ -10,13 +10,17 @@ folder put first on sys.path of a fresh interpreter.
 from __future__ import annotations
 
 import ast
+import json
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from cudashim.emulated.npu.site import WHEEL_SPEC, fetch_wheel, wheel_cache
 
-__all__ = ["WHEEL_SPEC", "cache_dir", "fetch_wheel", "build_standin", "REAL_FILES"]
+__all__ = ["WHEEL_SPEC", "cache_dir", "fetch_wheel", "build_standin", "REAL_FILES", "result", "alone_answers"]
 
 STANDIN = Path(__file__).resolve().parent / "standin"
 REAL_FILES = ("torch_npu/contrib/transfer_to_npu.py", "torch_npu/contrib/apis_config.json")
@@ -59,3 +63,28 @@ def build_standin(wheel: Path, dest: Path) -> Path:
         header + "\n\n# ---- verbatim from the wheel ----\n\n" + "\n\n".join(_segments(monkey, {"_apply_patches"})) + "\n")
     (pkg / "npu" / "_real_all.py").write_text(f"NAMES = {_all_of(npu_init)!r}\n")
     return site
+
+
+def result(r: subprocess.CompletedProcess) -> dict[str, Any]:
+    """The last `RESULT {json}` line a child printed (it must have exited 0)."""
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert r.returncode == 0 and lines, r.stdout[-2000:] + r.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def alone_answers(program: str, timeout: int, unset: tuple[str, ...] = ()) -> dict[str, Any]:
+    """PROGRAM run by the simulated torch_npu alone (the wheel's package over the simulated _C, no shim) in
+    a fresh interpreter on one thread, without the variables in UNSET; its RESULT line. Skips the test
+    where the wheel cannot be fetched."""
+    import pytest
+
+    from cudashim.emulated.npu.site import alone_env
+
+    if fetch_wheel()[0] is None:
+        pytest.skip("the simulated torch_npu is assembled from the torch-npu wheel")
+    env = alone_env(Path(__file__).resolve().parents[2])
+    env["OMP_NUM_THREADS"] = "1"
+    for name in unset:
+        env.pop(name, None)
+    return result(subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True,
+                                 timeout=timeout))

@@ -13,13 +13,11 @@ installed. One child answers every part; each test reads its own."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ._wheel import alone_answers
 
 CHILD = r"""
 import contextlib, gc, io, json, os, subprocess, sys, warnings
@@ -228,19 +226,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def answers() -> dict[str, Any]:
-    from cudashim.emulated.npu.site import alone_env, fetch_wheel
-
-    if fetch_wheel()[0] is None:
-        pytest.skip("the simulated torch_npu is assembled from the torch-npu wheel")
-    root = Path(__file__).resolve().parents[2]
-    env = alone_env(root)
-    env["OMP_NUM_THREADS"] = "1"
-    env.pop("ASCEND_HOME_PATH", None)
-    env.pop("ASCEND_OPP_PATH", None)
-    r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=500)
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert r.returncode == 0 and lines, r.stdout[-2000:] + r.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return alone_answers(CHILD, timeout=500, unset=("ASCEND_HOME_PATH", "ASCEND_OPP_PATH"))
 
 
 def test_pinned_thresholds_decide_rounding_and_caching(answers):

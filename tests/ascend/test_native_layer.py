@@ -7,13 +7,11 @@ sparse COO tensors run the operators torch_npu registers for them. One child ans
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ._wheel import alone_answers
 
 CHILD = r"""
 import json, torch, torch_npu
@@ -138,17 +136,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def answers() -> dict[str, Any]:
-    from cudashim.emulated.npu.site import alone_env, fetch_wheel
-
-    if fetch_wheel()[0] is None:
-        pytest.skip("the simulated torch_npu is assembled from the torch-npu wheel")
-    root = Path(__file__).resolve().parents[2]
-    env = alone_env(root)
-    env["OMP_NUM_THREADS"] = "1"
-    r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert r.returncode == 0 and lines, r.stdout[-2000:] + r.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return alone_answers(CHILD, timeout=300)
 
 
 def test_torch_accelerator_memory_api_reaches_the_npu_allocator(answers):

@@ -5,7 +5,6 @@ torch.npu._lazy_init, called by its C++ npu_lazy_init), and a program may import
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ._wheel import result
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,18 +38,12 @@ print("RESULT " + json.dumps({"steps": steps, "torch_npu": torch_npu.__file__, "
 """
 
 
-def _result(r: subprocess.CompletedProcess) -> dict[str, Any]:
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert r.returncode == 0 and lines, r.stdout[-2000:] + r.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
-
-
 def _alone(program: str) -> dict[str, Any]:
     from cudashim.emulated.npu.site import alone_env
 
     env = alone_env(ROOT)
     env.update(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    return _result(subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True,
+    return result(subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True,
                                   timeout=300))
 
 
@@ -58,7 +53,7 @@ def _shim(program: str) -> dict[str, Any]:
         if keep in os.environ:
             env[keep] = os.environ[keep]
     env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    return _result(subprocess.run([sys.executable, "-m", "cudashim", "run", "--platform", "ascend", "--simulate",
+    return result(subprocess.run([sys.executable, "-m", "cudashim", "run", "--platform", "ascend", "--simulate",
                                    "-c", program], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300))
 
 
