@@ -526,6 +526,16 @@ void host_duration(PinnedStats::Duration& d, std::chrono::steady_clock::time_poi
   d.min = d.min == 0 ? us : std::min(d.min, us);
 }
 
+// a block of size bytes back to the host, counted in the statistics (g_host.mutex held)
+void host_freed(void* p, int64_t size) {
+  const auto start = std::chrono::steady_clock::now();
+  c10::free_cpu(p);
+  host_duration(g_host.s.host_free_time, start);
+  host_stat(g_host.s.allocations, -1);
+  host_stat(g_host.s.allocated_bytes, -size);
+  g_host.s.num_host_free += 1;
+}
+
 // a block for n bytes: a cached one of its size class, else new memory from the host; *block is its size
 void* host_taken(int64_t n, int64_t* block) {
   const int64_t size = n <= g_round_threshold.load() && n <= g_max_cached.load() ? int64_t{1} << log2_ceil(n) : n;
@@ -565,12 +575,7 @@ void host_given_back(void* p, int64_t block) {
     g_host.blocks[log2_ceil(block)].emplace_back(p, block);
     return;
   }
-  const auto start = std::chrono::steady_clock::now();
-  c10::free_cpu(p);
-  host_duration(g_host.s.host_free_time, start);
-  host_stat(g_host.s.allocations, -1);
-  host_stat(g_host.s.allocated_bytes, -block);
-  g_host.s.num_host_free += 1;
+  host_freed(p, block);
 }
 
 void release_pinned(void* ctx) {
@@ -905,14 +910,7 @@ void reset_host_stats(bool peaks) {
 void empty_host_cache() {
   std::lock_guard<std::mutex> lock(g_host.mutex);
   for (auto& cached : g_host.blocks) {
-    for (const auto& [p, size] : cached) {
-      const auto start = std::chrono::steady_clock::now();
-      c10::free_cpu(p);
-      host_duration(g_host.s.host_free_time, start);
-      host_stat(g_host.s.allocations, -1);
-      host_stat(g_host.s.allocated_bytes, -size);
-      g_host.s.num_host_free += 1;
-    }
+    for (const auto& [p, size] : cached) host_freed(p, size);
     cached.clear();
   }
 }
