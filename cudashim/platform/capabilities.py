@@ -217,9 +217,11 @@ TABLE: tuple[Capability, ...] = (
                "torch.compile; tests/triton_route runs unmodified kernels of pinned Liger-Kernel, flash-linear-attention "
                "(fla-core), trinix and nano-vllm against torch references in CI, among them the patterns of "
                "Triton's tutorials (vector add, fused softmax, layer norm backward with its atomic lock, autotuned "
-               "matmul with a nested activation; the tutorials are on no package index). Interpreted, so slow "
-               "(benchmarks/results/"
-               "triton.json); inline assembly and compiled-kernel introspection (.n_regs, warmup()) raise",
+               "matmul with a nested activation; the tutorials are on no package index). A launch's program "
+               "instances run at once where they take one path (the exact interpreter where they cannot: atomics "
+               "across instances, divergent loops, an operation it does not know; --report names which and why): "
+               "within 10x of the torch equivalent at the median of that corpus (benchmarks/results/"
+               "triton_speed.json); inline assembly and compiled-kernel introspection (.n_regs, warmup()) raise",
                f"{_PATCH} (`cudashim run --report` lists each kernel's launcher with the line to add)")),
     _cap("cuda_device_semantics", "cuda:N tensors with CUDA's semantics", "device='cuda' tensors",
          nvidia=Entry(N, None, "L3", "the GPU itself (tests/emulated's checks pass on an NVIDIA GPU with the shim off)"),
