@@ -161,8 +161,7 @@ def _load_hook(config: "Any", platform: str) -> None:
     # torch's import (with the device plugins it loads, torch_npu and transfer_to_npu on ascend) and the
     # first torch.compile's (Dynamo, Inductor) are most of a shimmed program's start-up; torch_npu's
     # holds torch's where a program imports it first
-    importhook.pause_gc(("torch", "torch_npu", "torch._dynamo", "torch._inductor") if platform == "ascend"
-                        else ("torch", "torch._dynamo", "torch._inductor"))
+    importhook.pause_gc(("torch", "torch._dynamo", "torch._inductor") + (("torch_npu",) if platform == "ascend" else ()))
 
 
 def _unhook(hook: "Any") -> None:

@@ -11,6 +11,8 @@ type the table gives. A symbol not in the table below raises CapabilityError at 
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from typing import Any, Callable
 
@@ -101,27 +103,20 @@ def _extern_elementwise(kernel: Callable[[], Any]) -> Callable[..., Any]:
     return create_extern_elementwise
 
 
-_MODULES: dict[str, Any] = {}
+@functools.cache  # looked up at every launch: imported once
+def _module(path: str) -> Any:
+    try:
+        return importlib.import_module(path)
+    except ImportError:  # a Triton without that language module (the CUDA backend's, or the stub)
+        return None
 
 
 def _cuda_module() -> Any:
-    if "cuda" not in _MODULES:  # looked up at every launch: imported once
-        try:
-            from triton.language.extra.cuda import libdevice as cuda
-        except ImportError:  # a Triton without the CUDA backend's language module
-            cuda = None
-        _MODULES["cuda"] = cuda
-    return _MODULES["cuda"]
+    return _module("triton.language.extra.cuda.libdevice")
 
 
 def _stub_module() -> Any:
-    if "stub" not in _MODULES:
-        try:
-            from triton.language.extra import libdevice as stub
-        except ImportError:
-            stub = None
-        _MODULES["stub"] = stub
-    return _MODULES["stub"]
+    return _module("triton.language.extra.libdevice")
 
 
 def _with_semantic(fn: Callable[..., Any]) -> Callable[..., Any]:
